@@ -439,7 +439,7 @@ class Writer:
         self._external_size = 0
 
     def __len__(self) -> int:
-        done = sum(len(c) for c in self._chunks if isinstance(c, bytes | bytearray | memoryview))
+        done = sum(len(c) for c in self._chunks if isinstance(c, bytearray))
         return done + self._external_size + len(self.buf)
 
     # output ------------------------------------------------------------------------
@@ -450,11 +450,25 @@ class Writer:
         return bytes(self.buf)
 
     def chunks(self) -> list[Any]:
-        """Output as a list of ``bytes`` and external objects, in wire order."""
+        """Output as a list of byte chunks (``bytearray``) and external objects, in wire order.
+
+        The byte chunks are the writer's own buffers (no copy): stop writing once called.
+        """
         out = list(self._chunks)
         if self.buf or not out:
-            out.append(bytes(self.buf))
+            out.append(self.buf)
         return out
+
+    def begin_frame(self) -> None:
+        """Reserve the int32 size prefix of a frame; ``end_frame`` fills it in."""
+        if len(self.buf) or self._chunks:
+            raise ValueError("a frame must start at the beginning of the output")
+        self.buf += b"\0\0\0\0"
+
+    def end_frame(self) -> None:
+        """Write the frame size (everything after the prefix) into the reserved prefix."""
+        first = self._chunks[0] if self._chunks else self.buf
+        first[0:4] = _I32.pack(len(self) - 4)
 
     def has_external(self) -> bool:
         return bool(self._chunks)
@@ -464,7 +478,7 @@ class Writer:
         if not isinstance(size, int) or size < 0:
             raise ValueError(f"external payload has an invalid size: {size!r}")
         if self.buf:
-            self._chunks.append(bytes(self.buf))
+            self._chunks.append(self.buf)
             self.buf = bytearray()
         self._chunks.append(obj)
         self._external_size += size

@@ -1,0 +1,182 @@
+"""admin"""
+
+from sparklog.protocol.schema import api, f, schema
+
+CREATE_TOPICS = api(
+    19, "CreateTopics", versions=(2, 5), flexible=5,
+    request=schema("CreateTopicsRequest", [
+        f("topics", "[]CreatableTopic", fields=[
+            f("name", "string"),
+            f("num_partitions", "int32"),
+            f("replication_factor", "int16"),
+            f("assignments", "[]CreatableReplicaAssignment", fields=[
+                f("partition_index", "int32"),
+                f("broker_ids", "[]int32"),
+            ]),
+            f("configs", "[]CreatableTopicConfig", fields=[
+                f("name", "string"),
+                f("value", "string", nullable="0+"),
+            ]),
+        ]),
+        f("timeout_ms", "int32", default=60000),
+        f("validate_only", "bool", "1+"),
+    ]),
+    response=schema("CreateTopicsResponse", [
+        f("throttle_time_ms", "int32", "2+"),
+        f("topics", "[]CreatableTopicResult", fields=[
+            f("name", "string"),
+            f("error_code", "int16"),
+            f("error_message", "string", "1+", nullable="0+"),
+            f("topic_config_error_code", "int16", "5+", tag=0),
+            f("num_partitions", "int32", "5+", default=-1),
+            f("replication_factor", "int16", "5+", default=-1),
+            f("configs", "[]CreatableTopicConfigs", "5+", nullable="5+", fields=[
+                f("name", "string", "5+"),
+                f("value", "string", "5+", nullable="5+"),
+                f("read_only", "bool", "5+"),
+                f("config_source", "int8", "5+", default=-1),
+                f("is_sensitive", "bool", "5+"),
+            ]),
+        ]),
+    ]),
+)
+CreateTopicsRequest = CREATE_TOPICS.request
+CreateTopicsResponse = CREATE_TOPICS.response
+
+
+DELETE_TOPICS = api(
+    20, "DeleteTopics", versions=(1, 4), flexible=4,
+    request=schema("DeleteTopicsRequest", [
+        f("topic_names", "[]string"),
+        f("timeout_ms", "int32"),
+    ]),
+    response=schema("DeleteTopicsResponse", [
+        f("throttle_time_ms", "int32", "1+"),
+        f("responses", "[]DeletableTopicResult", fields=[
+            f("name", "string"),
+            f("error_code", "int16"),
+        ]),
+    ]),
+)
+DeleteTopicsRequest = DELETE_TOPICS.request
+DeleteTopicsResponse = DELETE_TOPICS.response
+
+
+CREATE_PARTITIONS = api(
+    37, "CreatePartitions", versions=(0, 3), flexible=2,
+    request=schema("CreatePartitionsRequest", [
+        f("topics", "[]CreatePartitionsTopic", fields=[
+            f("name", "string"),
+            f("count", "int32"),
+            f("assignments", "[]CreatePartitionsAssignment", nullable="0+", fields=[
+                f("broker_ids", "[]int32"),
+            ]),
+        ]),
+        f("timeout_ms", "int32"),
+        f("validate_only", "bool"),
+    ]),
+    response=schema("CreatePartitionsResponse", [
+        f("throttle_time_ms", "int32"),
+        f("results", "[]CreatePartitionsTopicResult", fields=[
+            f("name", "string"),
+            f("error_code", "int16"),
+            f("error_message", "string", nullable="0+", default=None),
+        ]),
+    ]),
+)
+CreatePartitionsRequest = CREATE_PARTITIONS.request
+CreatePartitionsResponse = CREATE_PARTITIONS.response
+
+
+DESCRIBE_CONFIGS = api(
+    32, "DescribeConfigs", versions=(1, 4), flexible=4,
+    request=schema("DescribeConfigsRequest", [
+        f("resources", "[]DescribeConfigsResource", fields=[
+            f("resource_type", "int8"),
+            f("resource_name", "string"),
+            f("configuration_keys", "[]string", nullable="0+"),
+        ]),
+        f("include_synonyms", "bool", "1+"),
+        f("include_documentation", "bool", "3+"),
+    ]),
+    response=schema("DescribeConfigsResponse", [
+        f("throttle_time_ms", "int32"),
+        f("results", "[]DescribeConfigsResult", fields=[
+            f("error_code", "int16"),
+            f("error_message", "string", nullable="0+"),
+            f("resource_type", "int8"),
+            f("resource_name", "string"),
+            f("configs", "[]DescribeConfigsResourceResult", fields=[
+                f("name", "string"),
+                f("value", "string", nullable="0+"),
+                f("read_only", "bool"),
+                f("config_source", "int8", "1+", default=-1),
+                f("is_sensitive", "bool"),
+                f("synonyms", "[]DescribeConfigsSynonym", "1+", fields=[
+                    f("name", "string", "1+"),
+                    f("value", "string", "1+", nullable="0+"),
+                    f("source", "int8", "1+"),
+                ]),
+                f("config_type", "int8", "3+"),
+                f("documentation", "string", "3+", nullable="0+"),
+            ]),
+        ]),
+    ]),
+)
+DescribeConfigsRequest = DESCRIBE_CONFIGS.request
+DescribeConfigsResponse = DESCRIBE_CONFIGS.response
+
+
+ALTER_CONFIGS = api(
+    33, "AlterConfigs", versions=(0, 2), flexible=2,
+    request=schema("AlterConfigsRequest", [
+        f("resources", "[]AlterConfigsResource", fields=[
+            f("resource_type", "int8"),
+            f("resource_name", "string"),
+            f("configs", "[]AlterableConfig", fields=[
+                f("name", "string"),
+                f("value", "string", nullable="0+"),
+            ]),
+        ]),
+        f("validate_only", "bool"),
+    ]),
+    response=schema("AlterConfigsResponse", [
+        f("throttle_time_ms", "int32"),
+        f("responses", "[]AlterConfigsResourceResponse", fields=[
+            f("error_code", "int16"),
+            f("error_message", "string", nullable="0+"),
+            f("resource_type", "int8"),
+            f("resource_name", "string"),
+        ]),
+    ]),
+)
+AlterConfigsRequest = ALTER_CONFIGS.request
+AlterConfigsResponse = ALTER_CONFIGS.response
+
+
+DELETE_RECORDS = api(
+    21, "DeleteRecords", versions=(0, 2), flexible=2,
+    request=schema("DeleteRecordsRequest", [
+        f("topics", "[]DeleteRecordsTopic", fields=[
+            f("name", "string"),
+            f("partitions", "[]DeleteRecordsPartition", fields=[
+                f("partition_index", "int32"),
+                f("offset", "int64"),
+            ]),
+        ]),
+        f("timeout_ms", "int32"),
+    ]),
+    response=schema("DeleteRecordsResponse", [
+        f("throttle_time_ms", "int32"),
+        f("topics", "[]DeleteRecordsTopicResult", fields=[
+            f("name", "string"),
+            f("partitions", "[]DeleteRecordsPartitionResult", fields=[
+                f("partition_index", "int32"),
+                f("low_watermark", "int64"),
+                f("error_code", "int16"),
+            ]),
+        ]),
+    ]),
+)
+DeleteRecordsRequest = DELETE_RECORDS.request
+DeleteRecordsResponse = DELETE_RECORDS.response

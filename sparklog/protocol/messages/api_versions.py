@@ -1,0 +1,34 @@
+"""ApiVersions (key 18)"""
+
+from sparklog.protocol.schema import api, f, schema
+
+API_VERSIONS = api(
+    18, "ApiVersions", versions=(0, 3), flexible=3,
+    request=schema("ApiVersionsRequest", [
+        f("client_software_name", "string", "3+"),
+        f("client_software_version", "string", "3+"),
+    ]),
+    response=schema("ApiVersionsResponse", [
+        f("error_code", "int16"),
+        f("api_keys", "[]ApiVersion", fields=[
+            f("api_key", "int16"),
+            f("min_version", "int16"),
+            f("max_version", "int16"),
+        ]),
+        f("throttle_time_ms", "int32", "1+"),
+        f("supported_features", "[]SupportedFeatureKey", "3+", tag=0, fields=[
+            f("name", "string", "3+"),
+            f("min_version", "int16", "3+"),
+            f("max_version", "int16", "3+"),
+        ]),
+        f("finalized_features_epoch", "int64", "3+", default=-1, tag=1),
+        f("finalized_features", "[]FinalizedFeatureKey", "3+", tag=2, fields=[
+            f("name", "string", "3+"),
+            f("max_version_level", "int16", "3+"),
+            f("min_version_level", "int16", "3+"),
+        ]),
+        f("zk_migration_ready", "bool", "3+", tag=3),
+    ]),
+)
+ApiVersionsRequest = API_VERSIONS.request
+ApiVersionsResponse = API_VERSIONS.response

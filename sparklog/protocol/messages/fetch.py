@@ -1,0 +1,133 @@
+"""Fetch"""
+
+from sparklog.protocol.schema import api, f, schema
+
+FETCH = api(
+    1, "Fetch", versions=(4, 13), flexible=12,
+    request=schema("FetchRequest", [
+        f("cluster_id", "string", "12+", nullable="12+", default=None, tag=0),
+        f("replica_id", "int32", default=-1),
+        f("max_wait_ms", "int32"),
+        f("min_bytes", "int32"),
+        f("max_bytes", "int32", "3+", default=0x7fffffff),
+        f("isolation_level", "int8", "4+"),
+        f("session_id", "int32", "7+"),
+        f("session_epoch", "int32", "7+", default=-1),
+        f("topics", "[]FetchTopic", fields=[
+            f("topic", "string", "0-12"),
+            f("topic_id", "uuid", "13+"),
+            f("partitions", "[]FetchPartition", fields=[
+                f("partition", "int32"),
+                f("current_leader_epoch", "int32", "9+", default=-1),
+                f("fetch_offset", "int64"),
+                f("last_fetched_epoch", "int32", "12+", default=-1),
+                f("log_start_offset", "int64", "5+", default=-1),
+                f("partition_max_bytes", "int32"),
+            ]),
+        ]),
+        f("forgotten_topics_data", "[]ForgottenTopic", "7+", fields=[
+            f("topic", "string", "7-12"),
+            f("topic_id", "uuid", "13+"),
+            f("partitions", "[]int32", "7+"),
+        ]),
+        f("rack_id", "string", "11+"),
+    ]),
+    response=schema("FetchResponse", [
+        f("throttle_time_ms", "int32", "1+"),
+        f("error_code", "int16", "7+"),
+        f("session_id", "int32", "7+"),
+        f("responses", "[]FetchableTopicResponse", fields=[
+            f("topic", "string", "0-12"),
+            f("topic_id", "uuid", "13+"),
+            f("partitions", "[]PartitionData", fields=[
+                f("partition_index", "int32"),
+                f("error_code", "int16"),
+                f("high_watermark", "int64"),
+                f("last_stable_offset", "int64", "4+", default=-1),
+                f("log_start_offset", "int64", "5+", default=-1),
+                f("diverging_epoch", "EpochEndOffset", "12+", tag=0, fields=[
+                    f("epoch", "int32", "12+", default=-1),
+                    f("end_offset", "int64", "12+", default=-1),
+                ]),
+                f("current_leader", "LeaderIdAndEpoch", "12+", tag=1, fields=[
+                    f("leader_id", "int32", "12+", default=-1),
+                    f("leader_epoch", "int32", "12+", default=-1),
+                ]),
+                f("snapshot_id", "SnapshotId", "12+", tag=2, fields=[
+                    f("end_offset", "int64", default=-1),
+                    f("epoch", "int32", default=-1),
+                ]),
+                f("aborted_transactions", "[]AbortedTransaction", "4+", nullable="4+", fields=[
+                    f("producer_id", "int64", "4+"),
+                    f("first_offset", "int64", "4+"),
+                ]),
+                f("preferred_read_replica", "int32", "11+", default=-1),
+                f("records", "records", nullable="0+"),
+            ]),
+        ]),
+    ]),
+)
+FetchRequest = FETCH.request
+FetchResponse = FETCH.response
+
+
+LIST_OFFSETS = api(
+    2, "ListOffsets", versions=(1, 7), flexible=6,
+    request=schema("ListOffsetsRequest", [
+        f("replica_id", "int32"),
+        f("isolation_level", "int8", "2+"),
+        f("topics", "[]ListOffsetsTopic", fields=[
+            f("name", "string"),
+            f("partitions", "[]ListOffsetsPartition", fields=[
+                f("partition_index", "int32"),
+                f("current_leader_epoch", "int32", "4+", default=-1),
+                f("timestamp", "int64"),
+            ]),
+        ]),
+    ]),
+    response=schema("ListOffsetsResponse", [
+        f("throttle_time_ms", "int32", "2+"),
+        f("topics", "[]ListOffsetsTopicResponse", fields=[
+            f("name", "string"),
+            f("partitions", "[]ListOffsetsPartitionResponse", fields=[
+                f("partition_index", "int32"),
+                f("error_code", "int16"),
+                f("timestamp", "int64", "1+", default=-1),
+                f("offset", "int64", "1+", default=-1),
+                f("leader_epoch", "int32", "4+", default=-1),
+            ]),
+        ]),
+    ]),
+)
+ListOffsetsRequest = LIST_OFFSETS.request
+ListOffsetsResponse = LIST_OFFSETS.response
+
+
+OFFSET_FOR_LEADER_EPOCH = api(
+    23, "OffsetForLeaderEpoch", versions=(0, 4), flexible=4,
+    request=schema("OffsetForLeaderEpochRequest", [
+        f("replica_id", "int32", "3+", default=-2),
+        f("topics", "[]OffsetForLeaderTopic", fields=[
+            f("topic", "string"),
+            f("partitions", "[]OffsetForLeaderPartition", fields=[
+                f("partition", "int32"),
+                f("current_leader_epoch", "int32", "2+", default=-1),
+                f("leader_epoch", "int32"),
+            ]),
+        ]),
+    ]),
+    response=schema("OffsetForLeaderEpochResponse", [
+        f("throttle_time_ms", "int32", "2+"),
+        f("topics", "[]OffsetForLeaderTopicResult", fields=[
+            f("topic", "string"),
+            f("partitions", "[]EpochEndOffset", fields=[
+                f("error_code", "int16"),
+                f("partition", "int32"),
+                f("leader_epoch", "int32", "1+", default=-1),
+                f("end_offset", "int64", default=-1),
+            ]),
+        ]),
+    ]),
+)
+OffsetForLeaderEpochRequest = OFFSET_FOR_LEADER_EPOCH.request
+OffsetForLeaderEpochResponse = OFFSET_FOR_LEADER_EPOCH.response

@@ -1,0 +1,187 @@
+"""groups"""
+
+from sparklog.protocol.schema import api, f, schema
+
+FIND_COORDINATOR = api(
+    10, "FindCoordinator", versions=(0, 3), flexible=3,
+    request=schema("FindCoordinatorRequest", [
+        f("key", "string"),
+        f("key_type", "int8", "1+"),
+    ]),
+    response=schema("FindCoordinatorResponse", [
+        f("throttle_time_ms", "int32", "1+"),
+        f("error_code", "int16"),
+        f("error_message", "string", "1+", nullable="1+"),
+        f("node_id", "int32"),
+        f("host", "string"),
+        f("port", "int32"),
+    ]),
+)
+FindCoordinatorRequest = FIND_COORDINATOR.request
+FindCoordinatorResponse = FIND_COORDINATOR.response
+
+
+JOIN_GROUP = api(
+    11, "JoinGroup", versions=(0, 7), flexible=6,
+    request=schema("JoinGroupRequest", [
+        f("group_id", "string"),
+        f("session_timeout_ms", "int32"),
+        f("rebalance_timeout_ms", "int32", "1+", default=-1),
+        f("member_id", "string"),
+        f("group_instance_id", "string", "5+", nullable="5+", default=None),
+        f("protocol_type", "string"),
+        f("protocols", "[]JoinGroupRequestProtocol", fields=[
+            f("name", "string"),
+            f("metadata", "bytes"),
+        ]),
+    ]),
+    response=schema("JoinGroupResponse", [
+        f("throttle_time_ms", "int32", "2+"),
+        f("error_code", "int16"),
+        f("generation_id", "int32", default=-1),
+        f("protocol_type", "string", "7+", nullable="7+", default=None),
+        f("protocol_name", "string", nullable="7+"),
+        f("leader", "string"),
+        f("member_id", "string"),
+        f("members", "[]JoinGroupResponseMember", fields=[
+            f("member_id", "string"),
+            f("group_instance_id", "string", "5+", nullable="5+", default=None),
+            f("metadata", "bytes"),
+        ]),
+    ]),
+)
+JoinGroupRequest = JOIN_GROUP.request
+JoinGroupResponse = JOIN_GROUP.response
+
+
+SYNC_GROUP = api(
+    14, "SyncGroup", versions=(0, 5), flexible=4,
+    request=schema("SyncGroupRequest", [
+        f("group_id", "string"),
+        f("generation_id", "int32"),
+        f("member_id", "string"),
+        f("group_instance_id", "string", "3+", nullable="3+", default=None),
+        f("protocol_type", "string", "5+", nullable="5+", default=None),
+        f("protocol_name", "string", "5+", nullable="5+", default=None),
+        f("assignments", "[]SyncGroupRequestAssignment", fields=[
+            f("member_id", "string"),
+            f("assignment", "bytes"),
+        ]),
+    ]),
+    response=schema("SyncGroupResponse", [
+        f("throttle_time_ms", "int32", "1+"),
+        f("error_code", "int16"),
+        f("protocol_type", "string", "5+", nullable="5+", default=None),
+        f("protocol_name", "string", "5+", nullable="5+", default=None),
+        f("assignment", "bytes"),
+    ]),
+)
+SyncGroupRequest = SYNC_GROUP.request
+SyncGroupResponse = SYNC_GROUP.response
+
+
+HEARTBEAT = api(
+    12, "Heartbeat", versions=(0, 4), flexible=4,
+    request=schema("HeartbeatRequest", [
+        f("group_id", "string"),
+        f("generation_id", "int32"),
+        f("member_id", "string"),
+        f("group_instance_id", "string", "3+", nullable="3+", default=None),
+    ]),
+    response=schema("HeartbeatResponse", [
+        f("throttle_time_ms", "int32", "1+"),
+        f("error_code", "int16"),
+    ]),
+)
+HeartbeatRequest = HEARTBEAT.request
+HeartbeatResponse = HEARTBEAT.response
+
+
+LEAVE_GROUP = api(
+    13, "LeaveGroup", versions=(0, 4), flexible=4,
+    request=schema("LeaveGroupRequest", [
+        f("group_id", "string"),
+        f("member_id", "string", "0-2"),
+        f("members", "[]MemberIdentity", "3+", fields=[
+            f("member_id", "string", "3+"),
+            f("group_instance_id", "string", "3+", nullable="3+", default=None),
+        ]),
+    ]),
+    response=schema("LeaveGroupResponse", [
+        f("throttle_time_ms", "int32", "1+"),
+        f("error_code", "int16"),
+        f("members", "[]MemberResponse", "3+", fields=[
+            f("member_id", "string", "3+"),
+            f("group_instance_id", "string", "3+", nullable="3+"),
+            f("error_code", "int16", "3+"),
+        ]),
+    ]),
+)
+LeaveGroupRequest = LEAVE_GROUP.request
+LeaveGroupResponse = LEAVE_GROUP.response
+
+
+LIST_GROUPS = api(
+    16, "ListGroups", versions=(0, 4), flexible=3,
+    request=schema("ListGroupsRequest", [
+        f("states_filter", "[]string", "4+"),
+    ]),
+    response=schema("ListGroupsResponse", [
+        f("throttle_time_ms", "int32", "1+"),
+        f("error_code", "int16"),
+        f("groups", "[]ListedGroup", fields=[
+            f("group_id", "string"),
+            f("protocol_type", "string"),
+            f("group_state", "string", "4+"),
+        ]),
+    ]),
+)
+ListGroupsRequest = LIST_GROUPS.request
+ListGroupsResponse = LIST_GROUPS.response
+
+
+DESCRIBE_GROUPS = api(
+    15, "DescribeGroups", versions=(0, 5), flexible=5,
+    request=schema("DescribeGroupsRequest", [
+        f("groups", "[]string"),
+        f("include_authorized_operations", "bool", "3+"),
+    ]),
+    response=schema("DescribeGroupsResponse", [
+        f("throttle_time_ms", "int32", "1+"),
+        f("groups", "[]DescribedGroup", fields=[
+            f("error_code", "int16"),
+            f("group_id", "string"),
+            f("group_state", "string"),
+            f("protocol_type", "string"),
+            f("protocol_data", "string"),
+            f("members", "[]DescribedGroupMember", fields=[
+                f("member_id", "string"),
+                f("group_instance_id", "string", "4+", nullable="4+", default=None),
+                f("client_id", "string"),
+                f("client_host", "string"),
+                f("member_metadata", "bytes"),
+                f("member_assignment", "bytes"),
+            ]),
+            f("authorized_operations", "int32", "3+", default=-2147483648),
+        ]),
+    ]),
+)
+DescribeGroupsRequest = DESCRIBE_GROUPS.request
+DescribeGroupsResponse = DESCRIBE_GROUPS.response
+
+
+DELETE_GROUPS = api(
+    42, "DeleteGroups", versions=(0, 2), flexible=2,
+    request=schema("DeleteGroupsRequest", [
+        f("groups_names", "[]string"),
+    ]),
+    response=schema("DeleteGroupsResponse", [
+        f("throttle_time_ms", "int32"),
+        f("results", "[]DeletableGroupResult", fields=[
+            f("group_id", "string"),
+            f("error_code", "int16"),
+        ]),
+    ]),
+)
+DeleteGroupsRequest = DELETE_GROUPS.request
+DeleteGroupsResponse = DELETE_GROUPS.response

@@ -1,0 +1,72 @@
+"""Metadata"""
+
+from sparklog.protocol.schema import api, f, schema
+
+METADATA = api(
+    3, "Metadata", versions=(1, 12), flexible=9,
+    request=schema("MetadataRequest", [
+        f("topics", "[]MetadataRequestTopic", nullable="1+", fields=[
+            f("topic_id", "uuid", "10+"),
+            f("name", "string", nullable="10+"),
+        ]),
+        f("allow_auto_topic_creation", "bool", "4+", default=True),
+        f("include_cluster_authorized_operations", "bool", "8-10"),
+        f("include_topic_authorized_operations", "bool", "8+"),
+    ]),
+    response=schema("MetadataResponse", [
+        f("throttle_time_ms", "int32", "3+"),
+        f("brokers", "[]MetadataResponseBroker", fields=[
+            f("node_id", "int32"),
+            f("host", "string"),
+            f("port", "int32"),
+            f("rack", "string", "1+", nullable="1+", default=None),
+        ]),
+        f("cluster_id", "string", "2+", nullable="2+", default=None),
+        f("controller_id", "int32", "1+", default=-1),
+        f("topics", "[]MetadataResponseTopic", fields=[
+            f("error_code", "int16"),
+            f("name", "string", nullable="12+"),
+            f("topic_id", "uuid", "10+"),
+            f("is_internal", "bool", "1+"),
+            f("partitions", "[]MetadataResponsePartition", fields=[
+                f("error_code", "int16"),
+                f("partition_index", "int32"),
+                f("leader_id", "int32"),
+                f("leader_epoch", "int32", "7+", default=-1),
+                f("replica_nodes", "[]int32"),
+                f("isr_nodes", "[]int32"),
+                f("offline_replicas", "[]int32", "5+"),
+            ]),
+            f("topic_authorized_operations", "int32", "8+", default=-2147483648),
+        ]),
+        f("cluster_authorized_operations", "int32", "8-10", default=-2147483648),
+    ]),
+)
+MetadataRequest = METADATA.request
+MetadataResponse = METADATA.response
+
+
+DESCRIBE_CLUSTER = api(
+    60, "DescribeCluster", versions=(0, 1), flexible=0,
+    request=schema("DescribeClusterRequest", [
+        f("include_cluster_authorized_operations", "bool"),
+        f("endpoint_type", "int8", "1+", default=1),
+    ]),
+    response=schema("DescribeClusterResponse", [
+        f("throttle_time_ms", "int32"),
+        f("error_code", "int16"),
+        f("error_message", "string", nullable="0+", default=None),
+        f("endpoint_type", "int8", "1+", default=1),
+        f("cluster_id", "string"),
+        f("controller_id", "int32", default=-1),
+        f("brokers", "[]DescribeClusterBroker", fields=[
+            f("broker_id", "int32"),
+            f("host", "string"),
+            f("port", "int32"),
+            f("rack", "string", nullable="0+", default=None),
+        ]),
+        f("cluster_authorized_operations", "int32", default=-2147483648),
+    ]),
+)
+DescribeClusterRequest = DESCRIBE_CLUSTER.request
+DescribeClusterResponse = DESCRIBE_CLUSTER.response

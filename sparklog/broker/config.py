@@ -1,0 +1,363 @@
+"""Broker configuration under Apache Kafka's names and defaults.
+
+Operators bring ``server.properties`` files and muscle memory from Kafka, so every key here
+is Kafka's key with Kafka's default (``conf/server.properties`` documents them). Unknown
+keys are kept (and logged once) rather than rejected: a Kafka properties file full of keys
+we do not implement yet must still start a broker.
+
+Topic-level configs (``retention.ms``, ``cleanup.policy`` ...) default to a broker key
+(``log.retention.ms`` ...); ``TOPIC_CONFIGS`` holds that mapping, which DescribeConfigs and
+topic creation both use.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sparklog.protocol.errors import InvalidConfigError
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "BrokerConfig",
+    "ConfigDef",
+    "BROKER_CONFIGS",
+    "TOPIC_CONFIGS",
+    "parse_properties",
+    "validate_topic_configs",
+]
+
+
+def _to_bool(value: str) -> bool:
+    v = value.strip().lower()
+    if v in ("true", "1", "yes"):
+        return True
+    if v in ("false", "0", "no"):
+        return False
+    raise ValueError(f"not a boolean: {value!r}")
+
+
+def _to_list(value: str) -> list[str]:
+    return [p.strip() for p in value.split(",") if p.strip()]
+
+
+_PARSERS: dict[str, Callable[[str], Any]] = {
+    "int": int,
+    "long": int,
+    "double": float,
+    "boolean": _to_bool,
+    "string": str,
+    "list": _to_list,
+    "password": str,
+}
+
+
+@dataclass(frozen=True)
+class ConfigDef:
+    name: str
+    type: str  # int | long | double | boolean | string | list | password
+    default: str | None
+    doc: str = ""
+    read_only: bool = True
+
+    def parse(self, raw: str) -> Any:
+        try:
+            return _PARSERS[self.type](raw)
+        except (ValueError, TypeError) as exc:
+            raise InvalidConfigError(f"invalid value {raw!r} for {self.name}: {exc}") from None
+
+
+def _defs(*items: tuple[str, str, str | None, str]) -> dict[str, ConfigDef]:
+    return {name: ConfigDef(name, typ, default, doc) for name, typ, default, doc in items}
+
+
+BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
+    ("node.id", "int", "1", "Id of this node (KRaft name)."),
+    ("broker.id", "int", "-1", "Legacy broker id; used when set and node.id is not."),
+    ("listeners", "list", "PLAINTEXT://127.0.0.1:9092", "Addresses the broker binds."),
+    ("advertised.listeners", "list", None, "Addresses clients are told; defaults to listeners."),
+    ("log.dirs", "list", None, "Data directories; defaults to log.dir."),
+    ("log.dir", "string", "./sparklog-data", "Data directory when log.dirs is unset."),
+    ("num.partitions", "int", "1", "Partitions of an auto-created topic."),
+    ("default.replication.factor", "int", "1", "Replication factor of auto-created topics."),
+    ("auto.create.topics.enable", "boolean", "true", "Create unknown topics on Metadata/Produce."),
+    ("delete.topic.enable", "boolean", "true", "Allow DeleteTopics."),
+    ("socket.request.max.bytes", "int", "104857600", "Largest request frame accepted."),
+    ("socket.send.buffer.bytes", "int", "102400", "SO_SNDBUF (-1 = OS default)."),
+    ("socket.receive.buffer.bytes", "int", "102400", "SO_RCVBUF (-1 = OS default)."),
+    ("queued.max.requests", "int", "500", "Requests read ahead per connection before pausing."),
+    ("connections.max.idle.ms", "long", "600000", "Idle connections are closed after this."),
+    ("message.max.bytes", "int", "1048588", "Largest record batch (topic: max.message.bytes)."),
+    ("replica.fetch.max.bytes", "int", "1048576", "Follower fetch size per partition."),
+    ("fetch.max.bytes", "int", "57671680", "Upper bound on one fetch response."),
+    ("min.insync.replicas", "int", "1", "Replicas that must ack an acks=all produce."),
+    ("unclean.leader.election.enable", "boolean", "false", "Elect out-of-sync replicas."),
+    ("offsets.topic.num.partitions", "int", "50", "Partitions of __consumer_offsets."),
+    ("offsets.topic.replication.factor", "int", "3", "Replication of __consumer_offsets (capped by live brokers)."),
+    ("offsets.topic.segment.bytes", "int", "104857600", "Segment size of __consumer_offsets."),
+    ("offsets.retention.minutes", "int", "10080", "Committed offsets of empty groups expire after this."),
+    ("offsets.retention.check.interval.ms", "long", "600000", "How often expired offsets are purged."),
+    ("offsets.commit.timeout.ms", "int", "5000", "Wait for an offset commit to be durable."),
+    ("group.min.session.timeout.ms", "int", "6000", "Smallest session timeout a member may ask."),
+    ("group.max.session.timeout.ms", "int", "1800000", "Largest session timeout a member may ask."),
+    ("group.initial.rebalance.delay.ms", "int", "3000", "Wait for more members of a new group."),
+    ("group.max.size", "int", "2147483647", "Most members in one group."),
+    ("transactional.id.expiration.ms", "int", "604800000", "Idle transactional ids expire."),
+    ("producer.id.expiration.ms", "int", "86400000", "Idle idempotent producer state expires."),
+    ("transaction.max.timeout.ms", "int", "900000", "Largest transaction timeout a producer may ask."),
+    ("log.segment.bytes", "int", "1073741824", "Segment size (topic: segment.bytes)."),
+    ("log.roll.ms", "long", None, "Roll a segment after this (topic: segment.ms)."),
+    ("log.roll.hours", "int", "168", "Roll a segment after this many hours."),
+    ("log.retention.ms", "long", None, "Keep data this long (topic: retention.ms)."),
+    ("log.retention.minutes", "int", None, "Retention in minutes when log.retention.ms is unset."),
+    ("log.retention.hours", "int", "168", "Retention in hours when ms/minutes are unset."),
+    ("log.retention.bytes", "long", "-1", "Keep this many bytes per partition (-1 = no limit)."),
+    ("log.retention.check.interval.ms", "long", "300000", "How often retention runs."),
+    ("log.cleanup.policy", "list", "delete", "delete and/or compact (topic: cleanup.policy)."),
+    ("log.cleaner.enable", "boolean", "true", "Run the compactor."),
+    ("log.cleaner.delete.retention.ms", "long", "86400000", "Tombstones kept this long after compaction."),
+    ("log.cleaner.min.cleanable.ratio", "double", "0.5", "Dirty ratio that triggers compaction."),
+    ("log.cleaner.min.compaction.lag.ms", "long", "0", "Records younger than this are not compacted."),
+    ("log.cleaner.max.compaction.lag.ms", "long", "9223372036854775807", "Compact records at the latest after this."),
+    ("log.index.interval.bytes", "int", "4096", "Bytes between offset-index entries."),
+    ("log.index.size.max.bytes", "int", "10485760", "Largest index file; a full index rolls."),
+    ("log.flush.interval.messages", "long", "9223372036854775807", "fsync after this many messages."),
+    ("log.flush.interval.ms", "long", None, "fsync after this many ms (unset = never by time)."),
+    ("log.flush.scheduler.interval.ms", "long", "9223372036854775807", "How often the flusher checks."),
+    ("log.flush.offset.checkpoint.interval.ms", "int", "60000", "Recovery-point checkpoint interval."),
+    ("log.message.timestamp.type", "string", "CreateTime", "CreateTime or LogAppendTime."),
+    ("log.message.timestamp.before.max.ms", "long", "9223372036854775807", "Reject timestamps older than this."),
+    ("log.message.timestamp.after.max.ms", "long", "3600000", "Reject timestamps further in the future."),
+    ("log.preallocate", "boolean", "false", "Preallocate segment files."),
+    ("compression.type", "string", "producer", "Broker-side compression (only 'producer' is served)."),
+    ("replica.lag.time.max.ms", "long", "30000", "A follower this far behind leaves the ISR."),
+    ("num.network.threads", "int", "3", "Accepted for compatibility; asyncio uses one loop."),
+    ("num.io.threads", "int", "8", "Accepted for compatibility; asyncio uses one loop."),
+    ("controlled.shutdown.enable", "boolean", "true", "Accepted for compatibility."),
+    ("remote.storage.url", "string", None, "fsspec URL for tiered segments (later)."),
+)
+
+# topic config -> (type, broker key whose value is the default, fallback default)
+TOPIC_CONFIGS: dict[str, tuple[str, str | None, str | None]] = {
+    "cleanup.policy": ("list", "log.cleanup.policy", "delete"),
+    "compression.type": ("string", "compression.type", "producer"),
+    "delete.retention.ms": ("long", "log.cleaner.delete.retention.ms", "86400000"),
+    "file.delete.delay.ms": ("long", None, "60000"),
+    "flush.messages": ("long", "log.flush.interval.messages", "9223372036854775807"),
+    "flush.ms": ("long", "log.flush.interval.ms", "9223372036854775807"),
+    "index.interval.bytes": ("int", "log.index.interval.bytes", "4096"),
+    "max.compaction.lag.ms": ("long", "log.cleaner.max.compaction.lag.ms", "9223372036854775807"),
+    "max.message.bytes": ("int", "message.max.bytes", "1048588"),
+    "message.timestamp.type": ("string", "log.message.timestamp.type", "CreateTime"),
+    "message.timestamp.before.max.ms": ("long", "log.message.timestamp.before.max.ms", "9223372036854775807"),
+    "message.timestamp.after.max.ms": ("long", "log.message.timestamp.after.max.ms", "3600000"),
+    "min.cleanable.dirty.ratio": ("double", "log.cleaner.min.cleanable.ratio", "0.5"),
+    "min.compaction.lag.ms": ("long", "log.cleaner.min.compaction.lag.ms", "0"),
+    "min.insync.replicas": ("int", "min.insync.replicas", "1"),
+    "preallocate": ("boolean", "log.preallocate", "false"),
+    "retention.bytes": ("long", "log.retention.bytes", "-1"),
+    "retention.ms": ("long", None, "604800000"),
+    "segment.bytes": ("int", "log.segment.bytes", "1073741824"),
+    "segment.index.bytes": ("int", "log.index.size.max.bytes", "10485760"),
+    "segment.jitter.ms": ("long", None, "0"),
+    "segment.ms": ("long", None, "604800000"),
+    "unclean.leader.election.enable": ("boolean", "unclean.leader.election.enable", "false"),
+}
+
+_TOPIC_VALIDATORS: dict[str, Callable[[str], None]] = {}
+
+
+def _check_enum(name: str, allowed: set[str]) -> Callable[[str], None]:
+    def check(value: str) -> None:
+        parts = _to_list(value) if name == "cleanup.policy" else [value]
+        if not parts or any(p not in allowed for p in parts):
+            raise InvalidConfigError(f"invalid value {value!r} for {name}; allowed: {sorted(allowed)}")
+
+    return check
+
+
+_TOPIC_VALIDATORS["cleanup.policy"] = _check_enum("cleanup.policy", {"delete", "compact"})
+_TOPIC_VALIDATORS["message.timestamp.type"] = _check_enum(
+    "message.timestamp.type", {"CreateTime", "LogAppendTime"}
+)
+_TOPIC_VALIDATORS["compression.type"] = _check_enum(
+    "compression.type", {"producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"}
+)
+
+
+def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
+    """Check names and values of topic configs; raise InvalidConfigError on the first bad one.
+
+    ``None`` values mean "reset to default" and are dropped from the result.
+    """
+    out: dict[str, str] = {}
+    for name, value in configs.items():
+        spec = TOPIC_CONFIGS.get(name)
+        if spec is None:
+            raise InvalidConfigError(f"unknown topic config {name!r}")
+        if value is None:
+            continue
+        typ = spec[0]
+        try:
+            parsed = _PARSERS[typ](value)
+        except (ValueError, TypeError):
+            raise InvalidConfigError(f"invalid value {value!r} for {name} (expects {typ})") from None
+        if typ in ("int", "long") and name not in ("retention.ms", "retention.bytes") and parsed < 0:
+            raise InvalidConfigError(f"{name} must be >= 0, got {value}")
+        if name in ("retention.ms", "retention.bytes") and parsed < -1:
+            raise InvalidConfigError(f"{name} must be >= -1, got {value}")
+        if name == "segment.bytes" and parsed < 14:
+            raise InvalidConfigError(f"segment.bytes must be >= 14, got {value}")
+        if name == "min.insync.replicas" and parsed < 1:
+            raise InvalidConfigError("min.insync.replicas must be >= 1")
+        check = _TOPIC_VALIDATORS.get(name)
+        if check is not None:
+            check(value)
+        out[name] = value
+    return out
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java-properties subset: ``key=value`` or ``key: value`` lines, ``#``/``!`` comments,
+    trailing-backslash continuations."""
+    props: dict[str, str] = {}
+    pending = ""
+    for raw_line in text.splitlines():
+        line = raw_line.strip()
+        if not pending and (not line or line[0] in "#!"):
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            pending += line[:-1]
+            continue
+        line = pending + line
+        pending = ""
+        for i, ch in enumerate(line):
+            if ch in "=:":
+                key, value = line[:i].strip(), line[i + 1 :].strip()
+                break
+        else:
+            key, value = line, ""
+        if key:
+            props[key] = value
+    return props
+
+
+class BrokerConfig:
+    """Immutable view of the broker's settings; typed values by Kafka key."""
+
+    def __init__(self, props: Mapping[str, str] | None = None) -> None:
+        self._raw: dict[str, str] = {k: str(v) for k, v in (props or {}).items()}
+        self._values: dict[str, Any] = {}
+        for name, spec in BROKER_CONFIGS.items():
+            raw = self._raw.get(name, spec.default)
+            self._values[name] = None if raw is None else spec.parse(raw)
+        unknown = sorted(k for k in self._raw if k not in BROKER_CONFIGS)
+        if unknown:
+            log.info("config keys not used by sparklog (kept as given): %s", ", ".join(unknown))
+
+    @classmethod
+    def from_props(cls, props: Mapping[str, str]) -> BrokerConfig:
+        return cls(props)
+
+    @classmethod
+    def from_file(cls, path: str | Path, overrides: Mapping[str, str] | None = None) -> BrokerConfig:
+        props = parse_properties(Path(path).read_text(encoding="utf-8"))
+        props.update(overrides or {})
+        return cls(props)
+
+    def get(self, name: str) -> Any:
+        """Typed value of a known key, the raw string of an unknown one, else None."""
+        if name in self._values:
+            return self._values[name]
+        return self._raw.get(name)
+
+    def __getitem__(self, name: str) -> Any:
+        return self.get(name)
+
+    def is_set(self, name: str) -> bool:
+        return name in self._raw
+
+    def with_overrides(self, overrides: Mapping[str, str]) -> BrokerConfig:
+        merged = dict(self._raw)
+        merged.update({k: str(v) for k, v in overrides.items()})
+        return BrokerConfig(merged)
+
+    def items(self) -> list[tuple[str, Any]]:
+        return sorted(self._values.items())
+
+    def raw(self) -> dict[str, str]:
+        return dict(self._raw)
+
+    # -- derived values Kafka computes from several keys ---------------------------------
+
+    @property
+    def node_id(self) -> int:
+        if not self.is_set("node.id") and self.is_set("broker.id") and self.get("broker.id") >= 0:
+            return int(self.get("broker.id"))
+        return int(self.get("node.id"))
+
+    @property
+    def log_dirs(self) -> list[str]:
+        dirs = self.get("log.dirs")
+        return list(dirs) if dirs else [self.get("log.dir")]
+
+    @property
+    def retention_ms(self) -> int:
+        if self.get("log.retention.ms") is not None:
+            return int(self.get("log.retention.ms"))
+        if self.get("log.retention.minutes") is not None:
+            return int(self.get("log.retention.minutes")) * 60_000
+        return int(self.get("log.retention.hours")) * 3_600_000
+
+    @property
+    def segment_ms(self) -> int:
+        if self.get("log.roll.ms") is not None:
+            return int(self.get("log.roll.ms"))
+        return int(self.get("log.roll.hours")) * 3_600_000
+
+    def listener(self) -> tuple[str, int]:
+        """(host, port) of the first listener."""
+        return parse_listener(self.get("listeners")[0])
+
+    def advertised_listener(self, bound_port: int | None = None) -> tuple[str, int]:
+        """What Metadata tells clients; port 0 in a listener means 'whatever was bound'."""
+        adv = self.get("advertised.listeners")
+        host, port = parse_listener(adv[0]) if adv else self.listener()
+        if port == 0 and bound_port is not None:
+            port = bound_port
+        if host in ("", "0.0.0.0", "::"):
+            host = "127.0.0.1"
+        return host, port
+
+    def topic_defaults(self) -> dict[str, str]:
+        """Effective default of every topic config, derived from broker keys."""
+        out: dict[str, str] = {}
+        for name, (_typ, broker_key, fallback) in TOPIC_CONFIGS.items():
+            value: str | None = None
+            if name == "retention.ms":
+                value = str(self.retention_ms)
+            elif name == "segment.ms":
+                value = str(self.segment_ms)
+            elif broker_key is not None:
+                raw = self._raw.get(broker_key, BROKER_CONFIGS[broker_key].default)
+                value = raw
+            if value is None:
+                value = fallback
+            out[name] = "" if value is None else value
+        return out
+
+
+def parse_listener(listener: str) -> tuple[str, int]:
+    """'PLAINTEXT://host:port' or 'host:port' -> (host, port)."""
+    spec = listener.split("://", 1)[1] if "://" in listener else listener
+    host, _, port = spec.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    try:
+        return host, int(port)
+    except ValueError:
+        raise InvalidConfigError(f"invalid listener {listener!r}") from None

@@ -1,0 +1,280 @@
+"""Request dispatch: frame -> header -> decoded request -> handler -> encoded response.
+
+Handlers register per API key with the version range they serve::
+
+    @register(ApiKey.METADATA, 1, 5)
+    async def handle_metadata(ctx: RequestContext, request) -> Message | None: ...
+
+ApiVersions advertises exactly the registered ranges (librdkafka starts calling whatever
+is advertised, so advertising more than we serve breaks real clients).
+
+Bad input follows Kafka: a frame whose header cannot be parsed, an unknown API key or a
+version we do not serve (other than ApiVersions) is logged once and the connection closed;
+ApiVersions with a version above ours gets a v0-shaped UNSUPPORTED_VERSION reply carrying
+the full list so the client can retry (KIP-511). A body that does not decode is answered
+the same way Kafka does: the connection is dropped.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import struct
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from sparklog.broker.server import CloseConnection, Connection
+from sparklog.protocol.errors import ErrorCode, KafkaError, MalformedFrameError
+from sparklog.protocol.messages import API_BY_KEY
+from sparklog.protocol.primitives import Reader, Writer
+
+if TYPE_CHECKING:
+    from sparklog.broker.broker import Broker
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "ApiKey",
+    "RequestHeader",
+    "RequestContext",
+    "Handler",
+    "HandlerSpec",
+    "register",
+    "registered",
+    "supported_versions",
+    "api_spec",
+    "Dispatcher",
+]
+
+
+class ApiKey:
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
+    INIT_PRODUCER_ID = 22
+    OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
+    CREATE_PARTITIONS = 37
+    DELETE_GROUPS = 42
+    DESCRIBE_CLUSTER = 60
+
+
+@dataclass(slots=True)
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    tagged_fields: dict[int, bytes] | None = None
+
+
+@dataclass(slots=True)
+class RequestContext:
+    header: RequestHeader
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    client_host: str
+    connection_id: int
+    broker: Broker
+    connection: Connection | None = None
+    received_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+
+    def log_once(self, key: str, level: int, msg: str, *args: Any) -> None:
+        if self.connection is not None:
+            self.connection.server.log_once(key, level, msg, *args)
+        else:
+            log.log(level, msg, *args)
+
+
+Handler = Callable[[RequestContext, Any], Awaitable[Any]]
+
+
+@dataclass(slots=True)
+class HandlerSpec:
+    api_key: int
+    min_version: int
+    max_version: int
+    handler: Handler
+
+
+_HANDLERS: dict[int, HandlerSpec] = {}
+
+
+def register(api_key: int, min_version: int, max_version: int) -> Callable[[Handler], Handler]:
+    """Register ``handler`` for ``api_key`` versions ``min_version..max_version``."""
+
+    def deco(handler: Handler) -> Handler:
+        spec = api_spec(api_key)
+        if spec is not None and not (
+            spec.min_version <= min_version and max_version <= spec.max_version
+        ):
+            raise ValueError(
+                f"handler range {min_version}-{max_version} for key {api_key} is outside "
+                f"the declared message versions {spec.min_version}-{spec.max_version}"
+            )
+        _HANDLERS[api_key] = HandlerSpec(api_key, min_version, max_version, handler)
+        return handler
+
+    return deco
+
+
+def registered() -> dict[int, HandlerSpec]:
+    return dict(_HANDLERS)
+
+
+def supported_versions() -> list[tuple[int, int, int]]:
+    """(api_key, min_version, max_version) of every registered handler, by key."""
+    return [(k, s.min_version, s.max_version) for k, s in sorted(_HANDLERS.items())]
+
+
+def api_spec(api_key: int) -> Any:
+    """The protocol declaration (``ApiSpec``) for ``api_key``, or None if not declared."""
+    return API_BY_KEY.get(api_key)
+
+
+def load_handlers() -> None:
+    """Import every handler module so its ``register`` calls run. Group handlers are
+    optional (they land separately)."""
+    for mod in (
+        "sparklog.broker.handlers.api_versions",
+        "sparklog.broker.handlers.metadata",
+        "sparklog.broker.handlers.produce",
+        "sparklog.broker.handlers.fetch",
+        "sparklog.broker.handlers.list_offsets",
+        "sparklog.broker.handlers.topics",
+        "sparklog.broker.handlers.configs",
+        "sparklog.broker.handlers.records",
+        "sparklog.broker.handlers.producer_id",
+        "sparklog.broker.handlers.cluster",
+    ):
+        importlib.import_module(mod)
+    try:
+        importlib.import_module("sparklog.broker.handlers.groups")
+    except ImportError as exc:
+        if exc.name is None or not exc.name.startswith("sparklog.broker.handlers.groups"):
+            log.exception("group handlers failed to import")
+        else:
+            log.info("group handlers not available (%s)", exc)
+
+
+_HDR = struct.Struct(">hhi")
+
+
+class Dispatcher:
+    """Turns one request frame into response chunks for ``Connection``."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    async def process(self, conn: Connection, frame: bytearray) -> list[Any] | None:
+        if len(frame) < 10:
+            conn.server.log_once("short-header", logging.WARNING,
+                                 "closing connection %s from %s: %d-byte request has no header",
+                                 conn.connection_id, conn.client_host, len(frame))
+            raise CloseConnection()
+        api_key, api_version, correlation_id = _HDR.unpack_from(frame, 0)
+        hspec = _HANDLERS.get(api_key)
+        spec = api_spec(api_key) if hspec is not None else None
+        if hspec is None or spec is None:
+            conn.server.log_once(f"unknown-api-{api_key}", logging.WARNING,
+                                 "closing connection %s from %s: unknown API key %d",
+                                 conn.connection_id, conn.client_host, api_key)
+            raise CloseConnection()
+        r = Reader(frame, 8)
+        try:
+            client_id = r.nullable_string()
+            tags = r.tagged_fields() if spec.is_flexible(api_version) else None
+        except MalformedFrameError:
+            conn.server.log_once("bad-header", logging.WARNING,
+                                 "closing connection %s from %s: malformed request header",
+                                 conn.connection_id, conn.client_host)
+            raise CloseConnection() from None
+        header = RequestHeader(api_key, api_version, correlation_id, client_id, tags)
+        if not hspec.min_version <= api_version <= hspec.max_version:
+            if api_key == ApiKey.API_VERSIONS:
+                return self._api_versions_unsupported(correlation_id)
+            conn.server.log_once(
+                f"unsupported-{api_key}-{api_version}", logging.WARNING,
+                "closing connection %s from %s (client %s): %s v%d not supported (serving v%d-v%d)",
+                conn.connection_id, conn.client_host, client_id, spec.name, api_version,
+                hspec.min_version, hspec.max_version)
+            raise CloseConnection()
+        try:
+            request = spec.request.decode(frame, api_version, r.pos)
+        except MalformedFrameError as exc:
+            if api_key == ApiKey.API_VERSIONS:
+                # KIP-511: a v3+ request from a newer client may not parse; the reply
+                # must still tell the client what we speak.
+                return self._api_versions_unsupported(correlation_id)
+            conn.server.log_once(
+                f"malformed-{api_key}", logging.WARNING,
+                "closing connection %s from %s: malformed %s v%d request: %s",
+                conn.connection_id, conn.client_host, spec.name, api_version, exc)
+            raise CloseConnection() from None
+        ctx = RequestContext(header, api_key, api_version, correlation_id, client_id,
+                             conn.client_host, conn.connection_id, self.broker, conn)
+        try:
+            response = await hspec.handler(ctx, request)
+        except KafkaError as exc:
+            response = _error_response(spec, exc.error_code, str(exc))
+            if response is None:
+                log.warning("%s v%d from %s failed: %s; closing the connection", spec.name,
+                            api_version, conn.client_host, exc)
+                raise CloseConnection() from None
+        if response is None:
+            return None
+        return encode_response(spec, api_version, correlation_id, response)
+
+    def _api_versions_unsupported(self, correlation_id: int) -> list[Any]:
+        spec = api_spec(ApiKey.API_VERSIONS)
+        resp = spec.response(error_code=int(ErrorCode.UNSUPPORTED_VERSION),
+                             api_keys=api_versions_list(spec))
+        return encode_response(spec, 0, correlation_id, resp)
+
+
+def api_versions_list(spec: Any) -> list[Any]:
+    cls = spec.response.ApiVersion if hasattr(spec.response, "ApiVersion") else None
+    if cls is None:  # name of the nested struct in the declaration
+        cls = next(v for k, v in vars(spec.response).items()
+                   if isinstance(v, type) and "api_key" in getattr(v, "_fields", ()))
+    return [cls(api_key=k, min_version=lo, max_version=hi) for k, lo, hi in supported_versions()]
+
+
+def encode_response(spec: Any, version: int, correlation_id: int, response: Any) -> list[Any]:
+    w = Writer()
+    w.int32(correlation_id)
+    if spec.response_header_version(version) >= 1:
+        w.buf.append(0)  # empty tag section of response header v1
+    response.write(w, version)
+    return w.chunks()
+
+
+def _error_response(spec: Any, code: ErrorCode, message: str) -> Any:
+    """A response carrying ``code`` at the top level, for APIs whose response has one."""
+    cls = spec.response
+    if "error_code" not in cls._fields:
+        return None
+    resp = cls()
+    resp.error_code = int(code)
+    if "error_message" in cls._fields:
+        resp.error_message = message or None
+    return resp

@@ -1,0 +1,116 @@
+"""A byte range of a segment file that a fetch response sends without copying it through Python.
+
+The response encoder (``Writer.records``) treats any object with an integer ``size`` as an
+external payload and leaves a hole for it; the connection then calls ``send`` after flushing
+the bytes before it, so wire order holds. Large slices go out with ``os.sendfile`` on the raw
+socket (``loop.sendfile`` waits for the transport's buffer to empty and pauses reading while
+it runs); small ones are read with ``pread`` and written as bytes, which is cheaper than the
+sendfile set-up for a few KiB.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+__all__ = ["FileSlice", "SENDFILE_MIN_BYTES", "send_external"]
+
+SENDFILE_MIN_BYTES = 64 * 1024
+
+
+class FileSlice:
+    """``size`` bytes of the file at ``path`` starting at ``position``."""
+
+    __slots__ = ("path", "position", "size")
+
+    def __init__(self, path: str | os.PathLike[str], position: int, size: int) -> None:
+        self.path = os.fspath(path)
+        self.position = position
+        self.size = size
+
+    def __repr__(self) -> str:
+        return f"FileSlice({self.path!r}, {self.position}, {self.size})"
+
+    def read(self) -> bytes:
+        """The bytes of the slice (short if the file shrank)."""
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            return _pread_all(fd, self.size, self.position)
+        finally:
+            os.close(fd)
+
+    def fileno(self) -> int | None:
+        return None
+
+    def read_bytes(self) -> bytes:
+        return self.read()
+
+
+async def send_external(obj: Any, loop: asyncio.AbstractEventLoop, transport: asyncio.Transport) -> bool:
+    """Write a file slice (``path``, ``position``, ``size``, optional ``fileno()``) to
+    ``transport`` after everything written before it; False if fewer bytes were available.
+
+    The slice is sent from a descriptor of our own (``loop.sendfile`` moves the file offset;
+    the segment's shared descriptor must not be disturbed). A slice of a file deleted since
+    the read (retention) is read through the segment's still-open descriptor instead.
+    """
+    size = obj.size
+    if size == 0:
+        return True
+    f = _open_private(obj)
+    if f is None:
+        data = obj.read_bytes()
+        transport.write(data)
+        return len(data) == size
+    try:
+        if size < SENDFILE_MIN_BYTES or not _can_sendfile(transport):
+            data = _pread_all(f.fileno(), size, obj.position)
+            transport.write(data)
+            return len(data) == size
+        try:
+            sent = await loop.sendfile(transport, f, obj.position, size, fallback=True)
+        except (ConnectionError, RuntimeError, OSError) as exc:
+            log.debug("sendfile failed: %s", exc)
+            return False
+        return sent == size
+    finally:
+        f.close()
+
+
+def _open_private(obj: Any) -> Any:
+    try:
+        return open(obj.path, "rb", buffering=0)  # noqa: SIM115 - caller closes
+    except OSError:
+        pass
+    fd = obj.fileno() if hasattr(obj, "fileno") else None
+    if fd is not None:
+        try:
+            return open(f"/proc/self/fd/{fd}", "rb", buffering=0)  # noqa: SIM115
+        except OSError:
+            return None
+    return None
+
+
+def _can_sendfile(transport: asyncio.Transport) -> bool:
+    # SSL transports and exotic loops have no raw socket to sendfile on; loop.sendfile's
+    # fallback would then read through Python anyway.
+    return transport.get_extra_info("socket") is not None and transport.get_extra_info("sslcontext") is None
+
+
+def _pread_all(fd: int, size: int, position: int) -> bytes:
+    data = os.pread(fd, size, position)
+    if len(data) == size or not data:
+        return data
+    parts = [data]
+    got = len(data)
+    while got < size:
+        more = os.pread(fd, size - got, position + got)
+        if not more:
+            break
+        parts.append(more)
+        got += len(more)
+    return b"".join(parts)

@@ -1,0 +1,101 @@
+"""Controller: topic validation, durable metadata log, torn-tail recovery."""
+
+from __future__ import annotations
+
+import pytest
+
+from sparklog.controller import Controller, validate_topic_name
+from sparklog.protocol.errors import (
+    InvalidPartitionsError,
+    InvalidReplicationFactorError,
+    InvalidTopicError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+)
+
+
+def _open(path) -> Controller:
+    c = Controller(str(path), 1)
+    c.open()
+    c.register_broker(1, "127.0.0.1", 9092)
+    return c
+
+
+@pytest.mark.parametrize("name", ["", ".", "..", "a" * 250, "bad name", "naïve", "a/b", "x:y"])
+def test_illegal_topic_names(name):
+    with pytest.raises(InvalidTopicError):
+        validate_topic_name(name)
+
+
+@pytest.mark.parametrize("name", ["a", "A-b_c.d", "a" * 249, "__consumer_offsets", "0"])
+def test_legal_topic_names(name):
+    validate_topic_name(name)
+
+
+def test_create_delete_survive_reopen(tmp_path):
+    c = _open(tmp_path)
+    t = c.create_topic("orders", 3, 1, {"retention.ms": "1000"})
+    assert sorted(t.partitions) == [0, 1, 2]
+    assert t.partitions[0].leader == 1 and t.topic_id != bytes(16)
+    c.create_topic("gone", 1, 1)
+    c.delete_topic("gone")
+    c.create_partitions("orders", 5)
+    c.set_topic_configs("orders", {"cleanup.policy": "compact"})
+    cluster_id = c.cluster_id
+    c.close()
+
+    c2 = _open(tmp_path)
+    assert c2.cluster_id == cluster_id
+    assert set(c2.topics()) == {"orders"}
+    t2 = c2.topic("orders")
+    assert t2.topic_id == t.topic_id
+    assert sorted(t2.partitions) == [0, 1, 2, 3, 4]
+    assert t2.configs == {"cleanup.policy": "compact"}
+    assert c2.topic_by_id(t.topic_id) is t2
+    c2.close()
+
+
+def test_validation_errors(tmp_path):
+    c = _open(tmp_path)
+    c.create_topic("t", 1, 1)
+    with pytest.raises(TopicAlreadyExistsError):
+        c.create_topic("t", 1, 1)
+    c.create_topic("a.b", 1, 1)
+    with pytest.raises(InvalidTopicError):
+        c.create_topic("a_b", 1, 1)  # collides with a.b
+    with pytest.raises(InvalidReplicationFactorError):
+        c.create_topic("rf3", 1, 3)
+    with pytest.raises(InvalidPartitionsError):
+        c.create_topic("p0", 0, 1)
+    with pytest.raises(InvalidPartitionsError):
+        c.create_partitions("t", 1)
+    with pytest.raises(UnknownTopicOrPartitionError):
+        c.delete_topic("nope")
+    assert c.create_topic("v", 2, 1, validate_only=True).name == "v"
+    assert c.topic("v") is None
+    c.close()
+
+
+def test_torn_tail_is_dropped(tmp_path):
+    c = _open(tmp_path)
+    c.create_topic("keep", 1, 1)
+    c.close()
+    log_path = tmp_path / "metadata.log"
+    good = log_path.read_bytes()
+    log_path.write_bytes(good + b'deadbeef {"type":"topic","name":"torn"')  # torn write
+    c2 = _open(tmp_path)
+    assert set(c2.topics()) == {"keep"}
+    c2.create_topic("after", 1, 1)
+    c2.close()
+    c3 = _open(tmp_path)
+    assert set(c3.topics()) == {"keep", "after"}
+    c3.close()
+
+
+def test_leader_change_bumps_epoch(tmp_path):
+    c = _open(tmp_path)
+    c.create_topic("t", 1, 1)
+    p = c.change_leader("t", 0, 1)
+    assert p.leader_epoch == 1 and p.partition_epoch == 1
+    c.close()
+    assert _open(tmp_path).topic("t").partitions[0].leader_epoch == 1

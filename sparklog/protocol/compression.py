@@ -67,6 +67,10 @@ def codec_for_name(name: str) -> int:
 
 def snappy_xerial_encode(data: Buffer, block_size: int = XERIAL_BLOCK_SIZE) -> bytes:
     mv = memoryview(data)
+    if not len(mv):
+        # a bare xerial header is not recognised as xerial by some readers (they require
+        # more than 16 bytes); an empty raw snappy block reads everywhere
+        return bytes(cramjam.snappy.compress_raw(b""))
     out = bytearray(_XERIAL_HEADER.pack(XERIAL_MAGIC, _XERIAL_VERSION, _XERIAL_VERSION))
     for start in range(0, len(mv), block_size):
         block = cramjam.snappy.compress_raw(mv[start : start + block_size])
@@ -112,7 +116,7 @@ def compress(codec: int, data: Buffer, level: int | None = None) -> bytes:
             return snappy_xerial_encode(data)
         if codec == LZ4:
             c = cramjam.lz4.Compressor(level=level, content_checksum=False, block_linked=False)
-            c.compress(data)
+            c.compress(data if isinstance(data, bytes) else bytes(data))
             return bytes(c.finish())
         if codec == ZSTD:
             return bytes(

@@ -1,0 +1,225 @@
+"""Driver-side offset management: which partitions exist, and their offsets.
+
+Everything the driver needs goes through sparklog's AdminClient (Metadata + ListOffsets: one
+cheap round trip per question), never through a consumer, so ``latestOffset`` stays fast on
+an idle stream. The executors read data; this module never does (except that measuring a
+byte budget has to look at batch sizes, see ``measure_bytes``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+
+from sparklog.spark.dataloss import report_data_loss
+from sparklog.spark.offsets import PartitionOffsets, TopicPartitionKey
+from sparklog.spark.options import EARLIEST, LATEST, OffsetBound, OptionError, SourceOptions
+
+log = logging.getLogger(__name__)
+
+__all__ = ["OffsetReader"]
+
+
+class OffsetReader:
+    """Answers offset questions for one source; holds one AdminClient, created lazily."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        self._admin = None
+        self._consumer = None
+
+    # ---------------------------------------------------------------- connections
+
+    @property
+    def admin(self):  # noqa: ANN201 - sparklog.client.AdminClient
+        if self._admin is None:
+            from sparklog.client import AdminClient
+
+            self._admin = AdminClient(self.options.client_conf())
+        return self._admin
+
+    @property
+    def consumer(self):  # noqa: ANN201 - sparklog.client.Consumer
+        if self._consumer is None:
+            from sparklog.client import Consumer
+
+            self._consumer = Consumer(self.options.client_conf())
+        return self._consumer
+
+    def close(self) -> None:
+        for client in (self._admin, self._consumer):
+            if client is not None:
+                try:
+                    client.close()
+                except Exception:  # closing is best effort
+                    log.debug("error closing client", exc_info=True)
+        self._admin = self._consumer = None
+
+    def __getstate__(self) -> dict:
+        # Spark pickles readers into its tasks: connections stay behind.
+        return {"options": self.options, "_admin": None, "_consumer": None}
+
+    # ---------------------------------------------------------------- partitions
+
+    def partitions(self) -> list[TopicPartitionKey]:
+        """The partitions the subscription covers right now (pattern/new partitions included)."""
+        sub = self.options.subscription
+        if sub.kind == "assign":
+            return list(sub.assignment)
+        topics = self._with_retries(self.admin.list_topics)
+        out: list[TopicPartitionKey] = []
+        for name, meta in topics.items():
+            if getattr(meta, "is_internal", False) and sub.kind == "subscribePattern":
+                continue
+            if sub.matches(name):
+                out.extend((name, int(p)) for p in meta.partitions)
+        return sorted(out)
+
+    # ---------------------------------------------------------------- offsets
+
+    def _with_retries(self, fn, *args):  # noqa: ANN001, ANN202
+        attempts = self.options.fetch_offset_num_retries + 1
+        for attempt in range(attempts):
+            try:
+                return fn(*args)
+            except Exception:
+                if attempt + 1 >= attempts:
+                    raise
+                log.warning("offset request failed, retrying", exc_info=True)
+                time.sleep(self.options.fetch_offset_retry_interval_ms / 1000)
+        raise AssertionError("unreachable")
+
+    def _list(self, specs: dict[TopicPartitionKey, int]) -> dict[TopicPartitionKey, int]:
+        if not specs:
+            return {}
+        from sparklog.client import TopicPartition
+
+        request = {TopicPartition(t, p): spec for (t, p), spec in specs.items()}
+        result = self._with_retries(
+            lambda: self.admin.list_offsets(request, isolation_level=self.options.isolation_level)
+        )
+        return {(tp[0], tp[1]): int(off_ts[0]) for tp, off_ts in result.items()}
+
+    def earliest(self, tps: Iterable[TopicPartitionKey]) -> PartitionOffsets:
+        return self._list(dict.fromkeys(tps, EARLIEST))
+
+    def latest(self, tps: Iterable[TopicPartitionKey]) -> PartitionOffsets:
+        return self._list(dict.fromkeys(tps, LATEST))
+
+    def for_timestamps(
+        self, timestamps: dict[TopicPartitionKey, int], *, option: str, strategy: str
+    ) -> PartitionOffsets:
+        """First offset whose timestamp >= the given one; no such offset -> per ``strategy``."""
+        found = self._list(timestamps)
+        missing = [tp for tp in timestamps if found.get(tp, -1) < 0]
+        if missing:
+            if strategy == "error":
+                raise OptionError(
+                    f"No offset matched the timestamp given by '{option}' for partitions "
+                    f"{sorted(missing)} (no record that new). Fix: use an earlier timestamp, or "
+                    "set 'startingOffsetsByTimestampStrategy' to 'latest' to start those "
+                    "partitions at their latest offset."
+                )
+            found.update(self.latest(missing))
+        return found
+
+    def resolve(
+        self,
+        bound: OffsetBound | None,
+        tps: list[TopicPartitionKey],
+        *,
+        default: str,
+        option: str,
+    ) -> PartitionOffsets:
+        """Concrete offsets for ``tps`` from a starting/ending bound (None -> ``default``)."""
+        kind = bound.kind if bound is not None else default
+        if kind == "earliest":
+            return self.earliest(tps)
+        if kind == "latest":
+            return self.latest(tps)
+        assert bound is not None
+        if kind == "timestamp":
+            assert bound.timestamp is not None
+            return self.for_timestamps(
+                dict.fromkeys(tps, bound.timestamp),
+                option=option,
+                strategy=self.options.starting_by_timestamp_strategy,
+            )
+        given = {(t, p): v for t, ps in bound.offsets.items() for p, v in ps.items()}
+        unknown = sorted(set(given) - set(tps))
+        if unknown:
+            raise OptionError(
+                f"Option '{option}' names partitions that do not exist or are not subscribed: "
+                f"{unknown}. Fix: list only partitions of the subscribed topics "
+                f"(currently {tps})."
+            )
+        missing = sorted(set(tps) - set(given))
+        if kind == "timestamps":
+            if missing:
+                raise OptionError(
+                    f"Option '{option}' has no timestamp for partitions {missing}. "
+                    "Fix: give a timestamp for every subscribed partition."
+                )
+            return self.for_timestamps(
+                given, option=option, strategy=self.options.starting_by_timestamp_strategy
+            )
+        if missing:
+            raise OptionError(
+                f"Option '{option}' has no offset for partitions {missing}. Fix: give an "
+                "offset (or -2 for earliest, -1 for latest) for every subscribed partition."
+            )
+        out = {tp: off for tp, off in given.items() if off >= 0}
+        out.update(self.earliest([tp for tp, off in given.items() if off == EARLIEST]))
+        out.update(self.latest([tp for tp, off in given.items() if off == LATEST]))
+        return out
+
+    # ---------------------------------------------------------------- bytes
+
+    def measure_bytes(
+        self, tp: TopicPartitionKey, start: int, end: int, budget: int, force: bool
+    ) -> tuple[int, int]:
+        """End offset and size of the whole record batches from ``start`` that fit ``budget``.
+
+        Reads batch headers only (offsets and lengths), through the client's raw fetch.
+        """
+        from sparklog.client import TopicPartition
+
+        pos, used = start, 0
+        while pos < end:
+            sizes = self.consumer.fetch_batch_sizes(
+                TopicPartition(tp[0], tp[1]), pos, max_bytes=max(budget - used, 1)
+            )
+            if not sizes:
+                break
+            progressed = False
+            for next_offset, size in sizes:
+                if next_offset <= pos:
+                    continue
+                if used + size > budget and not (force and used == 0):
+                    return pos, used
+                pos, used, progressed = min(next_offset, end), used + size, True
+                if pos >= end:
+                    break
+            if not progressed:
+                break
+        return pos, used
+
+    # ---------------------------------------------------------------- groups
+
+    def commit_group(self, group: str, offsets: PartitionOffsets) -> None:
+        from sparklog.client import TopicPartition
+
+        self.admin.alter_consumer_group_offsets(
+            group, {TopicPartition(t, p): off for (t, p), off in offsets.items()}
+        )
+
+    def check_regressions(self, start: PartitionOffsets, latest: PartitionOffsets) -> None:
+        """A partition's end moving below where the query stands means it was recreated."""
+        for tp, off in latest.items():
+            if tp in start and off < start[tp]:
+                report_data_loss(
+                    self.options.fail_on_data_loss,
+                    f"Partition {tp[0]}-{tp[1]}'s latest offset went back from {start[tp]} to "
+                    f"{off} (was the topic deleted and recreated?).",
+                )

@@ -1,0 +1,216 @@
+"""Batch and streaming writers of the "sparklog" sink.
+
+Rows arrive as Arrow batches and leave through ``Producer.produce_arrow``: a whole column of
+values per call, grouped by target topic, never one Python call per row.
+
+Semantics are at-least-once: each task produces and flushes its rows before reporting
+success, so a retried task or a replayed micro-batch can write rows twice. The driver-side
+``commit``/``abort`` (per micro-batch for streams) is where exactly-once will go: one
+transaction per batch id spanning all tasks, committed there and aborted in ``abort``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    StringType,
+    StructType,
+)
+
+from sparklog.protocol.errors import SparklogError
+from sparklog.spark.options import OptionError, SinkOptions
+
+log = logging.getLogger(__name__)
+
+__all__ = ["SparklogBatchWriter", "SparklogStreamWriter", "check_sink_schema", "WriteError"]
+
+
+class WriteError(SparklogError):
+    """Rows could not be written (delivery failed, or a row has no target topic)."""
+
+
+@dataclass
+class WriteStats(WriterCommitMessage):
+    rows: int = 0
+    per_topic: dict[str, int] = field(default_factory=dict)
+
+
+def check_sink_schema(schema: StructType, options: SinkOptions) -> None:
+    """Fail before any task runs when the DataFrame does not fit the sink (Spark's checks)."""
+    types = {f.name.lower(): f.dataType for f in schema.fields}
+    value = types.get("value")
+    if value is None:
+        raise OptionError(
+            "The DataFrame written to sparklog has no 'value' column. Fix: select or alias one, "
+            'e.g. df.selectExpr("CAST(v AS STRING) AS value").'
+        )
+    for name in ("value", "key"):
+        t = types.get(name)
+        if t is not None and not isinstance(t, (StringType, BinaryType)):
+            raise OptionError(
+                f"Column '{name}' has type {t.simpleString()}, but must be string or binary. "
+                f"Fix: CAST({name} AS STRING) or CAST({name} AS BINARY)."
+            )
+    topic = types.get("topic")
+    if topic is not None and not isinstance(topic, StringType):
+        raise OptionError(
+            f"Column 'topic' has type {topic.simpleString()}, but must be string. "
+            "Fix: CAST(topic AS STRING), or set the option 'topic'."
+        )
+    if topic is None and options.topic is None:
+        raise OptionError(
+            "No target topic: the DataFrame has no 'topic' column and the option 'topic' is "
+            "not set. Fix: .option('topic', 'name') or add a 'topic' column."
+        )
+    part = types.get("partition")
+    if part is not None and not isinstance(part, IntegerType):
+        raise OptionError(
+            f"Column 'partition' has type {part.simpleString()}, but must be int. "
+            "Fix: CAST(partition AS INT)."
+        )
+    headers = types.get("headers")
+    if headers is not None:
+        ok = (
+            isinstance(headers, ArrayType)
+            and isinstance(headers.elementType, StructType)
+            and [f.name for f in headers.elementType.fields] == ["key", "value"]
+            and isinstance(headers.elementType.fields[0].dataType, StringType)
+            and isinstance(headers.elementType.fields[1].dataType, BinaryType)
+        )
+        if not ok:
+            raise OptionError(
+                f"Column 'headers' has type {headers.simpleString()}, but must be "
+                "array<struct<key:string,value:binary>>. Fix: build it with "
+                "array(struct(lit('k') AS key, CAST(v AS BINARY) AS value))."
+            )
+
+
+# A task must not report success before its rows are acknowledged; past this, it fails.
+FLUSH_TIMEOUT_S = 300.0
+
+_PRODUCERS: dict[tuple[tuple[str, str], ...], object] = {}
+_PRODUCERS_LOCK = threading.Lock()
+
+
+def _producer(conf: dict[str, str]):  # noqa: ANN202 - sparklog.client.Producer
+    key = tuple(sorted(conf.items()))
+    with _PRODUCERS_LOCK:
+        producer = _PRODUCERS.get(key)
+        if producer is None:
+            from sparklog.client import Producer
+
+            producer = Producer(dict(conf))
+            _PRODUCERS[key] = producer
+        return producer
+
+
+def _column(batch: pa.RecordBatch, name: str) -> pa.Array | None:
+    idx = next((i for i, n in enumerate(batch.schema.names) if n.lower() == name), None)
+    return None if idx is None else batch.column(idx)
+
+
+def _as_binary(arr: pa.Array | None) -> pa.Array | None:
+    if arr is None:
+        return None
+    if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
+        return arr.cast(pa.binary())
+    return arr
+
+
+def write_batches(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> WriteStats:
+    """Produce every row of ``batches``; returns once all are acknowledged."""
+    producer = _producer(options.client_conf())
+    stats = WriteStats()
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        values = _as_binary(_column(batch, "value"))
+        keys = _as_binary(_column(batch, "key"))
+        partitions = _column(batch, "partition")
+        headers = _column(batch, "headers")
+        if options.topic is not None:
+            groups = [(options.topic, None)]
+        else:
+            topics = _column(batch, "topic")
+            assert topics is not None
+            if topics.null_count:
+                raise WriteError(
+                    "A row has a null 'topic' and the option 'topic' is not set. Fix: fill the "
+                    "topic column or set .option('topic', ...)."
+                )
+            uniques = pc.unique(topics).to_pylist()
+            groups = [(t, None if len(uniques) == 1 else pc.equal(topics, t)) for t in uniques]
+        for topic, mask in groups:
+
+            def pick(arr: pa.Array | None, mask: pa.Array | None = mask) -> pa.Array | None:
+                return arr if arr is None or mask is None else arr.filter(mask)
+
+            vals = pick(values)
+            assert vals is not None
+            producer.produce_arrow(
+                topic,
+                vals,
+                keys=pick(keys),
+                partitions=pick(partitions),
+                headers=pick(headers),
+            )
+            stats.rows += len(vals)
+            stats.per_topic[topic] = stats.per_topic.get(topic, 0) + len(vals)
+    left = producer.flush(FLUSH_TIMEOUT_S)
+    if left:
+        raise WriteError(f"{left} records were not acknowledged by the brokers in time.")
+    return stats
+
+
+class SparklogBatchWriter(DataSourceArrowWriter):
+    """``df.write.format("sparklog")`` (append only)."""
+
+    def __init__(self, options: SinkOptions) -> None:
+        self.options = options
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteStats:
+        return write_batches(self.options, iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        rows = sum(m.rows for m in messages if isinstance(m, WriteStats))
+        log.info("sparklog write committed: %d rows", rows)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        rows = sum(m.rows for m in messages if isinstance(m, WriteStats))
+        log.warning("sparklog write aborted; %d rows were already produced (at-least-once)", rows)
+
+
+class SparklogStreamWriter(DataSourceStreamArrowWriter):
+    """``writeStream.format("sparklog")``: at-least-once per micro-batch (see module doc)."""
+
+    def __init__(self, options: SinkOptions) -> None:
+        self.options = options
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteStats:
+        return write_batches(self.options, iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        rows = sum(m.rows for m in messages if isinstance(m, WriteStats))
+        log.info("sparklog micro-batch %d committed: %d rows", batchId, rows)
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        rows = sum(m.rows for m in messages if isinstance(m, WriteStats))
+        log.warning(
+            "sparklog micro-batch %d aborted; %d rows were already produced (at-least-once)",
+            batchId,
+            rows,
+        )

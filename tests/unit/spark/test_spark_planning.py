@@ -1,0 +1,152 @@
+"""Offset JSON, range planning and admission control: pure functions, exact expectations."""
+
+import json
+
+import pyarrow as pa
+import pytest
+
+from sparklog.spark.admission import MinOffsetsGate, admit_bytes, backlog, rate_limit
+from sparklog.spark.dataloss import DataLossError, report_data_loss
+from sparklog.spark.offsets import from_json_dict, to_json_dict
+from sparklog.spark.planning import OffsetRange, plan_ranges, split_range
+from sparklog.spark.schema import arrow_schema, source_schema
+
+
+def test_offset_json_round_trip_and_canonical_order():
+    offs = {("b", 1): 7, ("a", 10): 3, ("a", 2): 42}
+    d = to_json_dict(offs)
+    assert json.dumps(d) == '{"a": {"2": 42, "10": 3}, "b": {"1": 7}}'
+    assert from_json_dict(json.loads(json.dumps(d))) == offs
+    assert from_json_dict({}) == {} and from_json_dict(None) == {}
+    with pytest.raises(ValueError):
+        from_json_dict({"a": {"0": "x"}})
+    with pytest.raises(ValueError):
+        from_json_dict({"a": 5})
+
+
+def test_plan_one_range_per_partition_and_drops_empty():
+    start = {("t", 0): 0, ("t", 1): 5, ("t", 2): 9}
+    end = {("t", 0): 10, ("t", 1): 5, ("t", 2): 3, ("u", 0): 4}
+    assert plan_ranges(start, end) == [OffsetRange("t", 0, 0, 10)]
+
+
+def test_plan_max_records_per_partition():
+    ranges = plan_ranges(
+        {("t", 0): 0, ("t", 1): 0}, {("t", 0): 25, ("t", 1): 10}, max_records_per_partition=10
+    )
+    assert [(r.partition, r.start, r.end) for r in ranges] == [
+        (0, 0, 9),
+        (0, 9, 17),
+        (0, 17, 25),
+        (1, 0, 10),
+    ]
+    assert all(r.size <= 10 for r in ranges)
+
+
+def test_plan_min_partitions_splits_in_proportion():
+    ranges = plan_ranges(
+        {("t", 0): 0, ("t", 1): 100}, {("t", 0): 300, ("t", 1): 200}, min_partitions=8
+    )
+    by_part = {}
+    for r in ranges:
+        by_part.setdefault(r.partition, []).append(r)
+    assert len(by_part[0]) == 6 and len(by_part[1]) == 2
+    # contiguous, complete, deterministic
+    for part, rs in by_part.items():
+        assert rs[0].start == (0 if part == 0 else 100)
+        assert all(a.end == b.start for a, b in zip(rs, rs[1:], strict=False))
+    assert sum(r.size for r in ranges) == 400
+    assert ranges == plan_ranges(
+        {("t", 0): 0, ("t", 1): 100}, {("t", 0): 300, ("t", 1): 200}, min_partitions=8
+    )
+    # already enough ranges: untouched
+    assert len(plan_ranges({("t", 0): 0}, {("t", 0): 5}, min_partitions=1)) == 1
+
+
+def test_split_range_never_makes_empty_pieces():
+    assert split_range(OffsetRange("t", 0, 0, 3), 10) == [
+        OffsetRange("t", 0, 0, 1),
+        OffsetRange("t", 0, 1, 2),
+        OffsetRange("t", 0, 2, 3),
+    ]
+
+
+def test_rate_limit_is_proportional_like_spark():
+    start = {("t", 0): 0, ("t", 1): 0, ("t", 2): 50}
+    latest = {("t", 0): 1000, ("t", 1): 100, ("t", 2): 50}
+    end = rate_limit(start, latest, 110)
+    assert end == {("t", 0): 100, ("t", 1): 10, ("t", 2): 50}
+    # a tiny partition is not starved (share < 1 rounds up)
+    end = rate_limit({("a", 0): 0, ("b", 0): 0}, {("a", 0): 10_000, ("b", 0): 1}, 100)
+    assert end[("b", 0)] == 1 and end[("a", 0)] == 99
+    # nothing to read: latest as is
+    assert rate_limit(start, start, 10) == start
+
+
+def _measure_from(sizes):
+    """A log whose batches are given as {tp: [(next_offset, bytes), ...]}."""
+
+    def measure(tp, start, end, budget, force):
+        pos, used = start, 0
+        for next_off, size in sizes[tp]:
+            if next_off <= pos:
+                continue
+            if used + size > budget and not (force and used == 0):
+                break
+            pos, used = min(next_off, end), used + size
+            if pos >= end:
+                break
+        return pos, used
+
+    return measure
+
+
+def test_admit_bytes_exact_whole_batches():
+    # t0: 10 batches of 10 offsets x 1000 B; t1: 10 batches of 10 offsets x 1000 B
+    sizes = {("t", p): [(10 * (i + 1), 1000) for i in range(10)] for p in (0, 1)}
+    start = {("t", 0): 0, ("t", 1): 0}
+    latest = {("t", 0): 100, ("t", 1): 100}
+    end = admit_bytes(start, latest, 4500, _measure_from(sizes))
+    assert end == {("t", 0): 20, ("t", 1): 20}  # 2 + 2 batches = 4000 B <= 4500
+    end = admit_bytes(start, latest, 5000, _measure_from(sizes))
+    assert sum(v // 10 for v in end.values()) == 5  # the left-over budget is used
+    # a batch larger than the whole budget is admitted alone (progress)
+    end = admit_bytes(start, latest, 300, _measure_from(sizes))
+    assert end == {("t", 0): 10, ("t", 1): 0}
+    # untouched partitions keep their latest offset
+    assert admit_bytes({("t", 0): 100}, {("t", 0): 100}, 10, _measure_from(sizes)) == {
+        ("t", 0): 100
+    }
+
+
+def test_min_offsets_gate():
+    gate = MinOffsetsGate(min_offsets=100, max_delay_ms=1000, now_ms=0)
+    assert not gate.should_run(50, 10)
+    assert gate.should_run(100, 20)  # enough data
+    assert not gate.should_run(10, 500)
+    assert gate.should_run(10, 1020)  # delay since the last batch passed
+    assert not gate.should_run(0, 5000)  # never an empty batch
+    assert backlog({("t", 0): 5}, {("t", 0): 8, ("t", 1): 2}) == 5
+
+
+def test_data_loss_policy(caplog):
+    with pytest.raises(DataLossError, match="set the source option 'failOnDataLoss' to 'false'"):
+        report_data_loss(True, "gone.")
+    report_data_loss(False, "gone.")
+    assert "'failOnDataLoss' to 'true'" in caplog.text
+
+
+def test_arrow_schema_matches_spark_kafka_layout():
+    s = arrow_schema(source_schema(True))
+    assert s.names == [
+        "key",
+        "value",
+        "topic",
+        "partition",
+        "offset",
+        "timestamp",
+        "timestampType",
+        "headers",
+    ]
+    assert s.field("timestamp").type == pa.timestamp("us", tz="UTC")
+    assert s.field("partition").type == pa.int32()

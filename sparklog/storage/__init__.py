@@ -1,0 +1,30 @@
+"""Kafka-format partition logs on disk: segments, indexes, recovery, retention, compaction,
+producer state, leader epochs, and the LogManager that runs them (see DESIGN.md, "Storage
+format"). Knows record batches, nothing of brokers or sockets."""
+
+from .backend import FileSlice, LocalSegmentStore, RemoteSegmentStore, SegmentStore
+from .log_config import LogConfig
+from .partition_log import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    AppendInfo,
+    FetchDataInfo,
+    PartitionLog,
+    TimestampAndOffset,
+)
+
+__all__ = [
+    "AppendInfo",
+    "FetchDataInfo",
+    "FileSlice",
+    "LocalSegmentStore",
+    "LogConfig",
+    "PartitionLog",
+    "RemoteSegmentStore",
+    "SegmentStore",
+    "TimestampAndOffset",
+    "EARLIEST_TIMESTAMP",
+    "LATEST_TIMESTAMP",
+    "MAX_TIMESTAMP",
+]

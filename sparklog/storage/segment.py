@@ -1,0 +1,448 @@
+"""One log segment: ``<base>.log`` plus its ``<base>.index`` and ``<base>.timeindex``.
+
+The base offset is <= the least offset in this segment and > every offset in earlier
+segments; files are named by it, zero-padded to 20 digits so ``ls`` sorts them numerically.
+The ``.log`` file is concatenated RecordBatch v2 bytes exactly as a Kafka broker stores them
+(the batch header layout is in ``sparklog.protocol.records``): no framing of our own, no
+padding. Only the active (last) segment is appended to, with one ``pwritev`` per append;
+sealed segments are immutable until retention or compaction replaces them whole.
+
+This class is not thread-safe; the owning ``PartitionLog`` holds its lock around every call
+that changes state. Reads of bytes below ``size`` are safe without it, because appends never
+rewrite bytes already written.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from sparklog.protocol.errors import CorruptRecordError, InvalidRecordError
+from sparklog.protocol.records import BATCH_HEADER_SIZE, LOG_OVERHEAD, BatchView
+
+from .errors import CorruptIndexError
+from .offset_index import OffsetIndex
+from .time_index import TimeIndex
+
+__all__ = [
+    "LogSegment",
+    "BatchPosition",
+    "RecoveryResult",
+    "LOG_SUFFIX",
+    "INDEX_SUFFIX",
+    "TIME_INDEX_SUFFIX",
+    "TXN_INDEX_SUFFIX",
+    "CLEANED_SUFFIX",
+    "SWAP_SUFFIX",
+    "DELETED_SUFFIX",
+    "filename_prefix",
+    "parse_segment_name",
+]
+
+log = logging.getLogger(__name__)
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+DELETED_SUFFIX = ".deleted"
+
+_INT32_MAX = 0x7FFFFFFF
+_IOV_MAX = 1024
+_SCAN_CHUNK = 8192
+_RECOVER_CHUNK = 4 << 20
+# base offset, batch length, leader epoch, magic, crc, attributes, last offset delta,
+# base timestamp, max timestamp, producer id, producer epoch, base sequence, record count
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_LEN = struct.Struct(">i")
+
+
+def filename_prefix(offset: int) -> str:
+    return f"{offset:020d}"
+
+
+def parse_segment_name(name: str) -> tuple[int, str] | None:
+    """``00000000000000000042.log.swap`` -> (42, '.log.swap'); None for other files."""
+    head, dot, rest = name.partition(".")
+    if not dot or len(head) != 20 or not head.isdigit():
+        return None
+    return int(head), "." + rest
+
+
+@dataclass(frozen=True, slots=True)
+class BatchPosition:
+    position: int
+    base_offset: int
+    last_offset: int
+    size: int
+    max_timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryResult:
+    valid_bytes: int
+    dropped_bytes: int
+    error: str | None
+
+
+class LogSegment:
+    def __init__(
+        self,
+        directory: str,
+        base_offset: int,
+        *,
+        index_interval_bytes: int = 4096,
+        max_index_entries: int = 1310720,
+        suffix: str = "",
+        created_ms: int | None = None,
+    ) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.suffix = suffix
+        prefix = os.path.join(directory, filename_prefix(base_offset))
+        self.log_path = prefix + LOG_SUFFIX + suffix
+        self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.size = os.fstat(self.fd).st_size
+        self.offset_index = OffsetIndex(prefix + INDEX_SUFFIX + suffix, base_offset, max_index_entries)
+        self.time_index = TimeIndex(prefix + TIME_INDEX_SUFFIX + suffix, base_offset, max_index_entries)
+        self.next_offset = base_offset
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = -1
+        self.first_batch_timestamp = -1
+        self.created_ms = created_ms if created_ms is not None else int(time.time() * 1000)
+        self.bytes_since_last_index = 0
+        # set when recovery found a bad batch in a sealed segment: bytes from here are never served
+        self.corrupt_position: int | None = None
+        self.closed = False
+
+    # ------------------------------------------------------------------ state
+    @property
+    def is_empty(self) -> bool:
+        return self.size == 0
+
+    @property
+    def last_offset(self) -> int:
+        return self.next_offset - 1
+
+    @property
+    def corrupt_from_offset(self) -> int | None:
+        return self.next_offset if self.corrupt_position is not None else None
+
+    def largest_timestamp(self) -> int:
+        """The largest batch max-timestamp in this segment (-1 when unknown / empty)."""
+        return self.max_timestamp
+
+    # ------------------------------------------------------------------ append
+    def append(self, buffers: list, total: int, metas: list[tuple[int, int, int, int]]) -> int:
+        """Write ``buffers`` (``total`` bytes) at the end; ``metas`` lists per batch
+        (base offset, last offset, size, max timestamp). Returns the start position."""
+        start = self.size
+        self._write_at(buffers, total, start)
+        pos = start
+        interval = self.index_interval_bytes
+        oi, ti = self.offset_index, self.time_index
+        for _base, last, size, max_ts in metas:
+            if max_ts > self.max_timestamp:
+                self.max_timestamp = max_ts
+                self.offset_of_max_timestamp = last
+            if self.first_batch_timestamp < 0 and pos == 0:
+                self.first_batch_timestamp = max_ts
+            if self.bytes_since_last_index > interval:
+                oi.append(last, pos)
+                ti.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+                self.bytes_since_last_index = 0
+            self.bytes_since_last_index += size
+            pos += size
+        self.size = pos
+        self.next_offset = metas[-1][1] + 1
+        return start
+
+    def _write_at(self, buffers: list, total: int, position: int) -> None:
+        if len(buffers) <= _IOV_MAX:
+            n = os.pwritev(self.fd, buffers, position)
+            if n == total:
+                return
+        else:
+            n = 0
+            for i in range(0, len(buffers), _IOV_MAX):
+                part = buffers[i : i + _IOV_MAX]
+                want = sum(len(b) for b in part)
+                got = os.pwritev(self.fd, part, position + n)
+                n += got
+                if got != want:
+                    break
+            if n == total:
+                return
+        # short write (rare): finish with plain writes of the remainder
+        rest = memoryview(b"".join(bytes(b) for b in buffers))[n:]
+        pos = position + n
+        while rest:
+            w = os.pwrite(self.fd, rest, pos)
+            if w <= 0:
+                raise OSError(f"short write to {self.log_path}")
+            rest = rest[w:]
+            pos += w
+
+    def should_roll(self, *, segment_bytes: int, segment_ms: int, jitter_ms: int,
+                    incoming_bytes: int, incoming_max_ts: int, incoming_last_offset: int,
+                    now_ms: int) -> bool:
+        if self.size == 0:
+            return False
+        if self.size > segment_bytes - incoming_bytes:
+            return True
+        if self.first_batch_timestamp >= 0:
+            waited = incoming_max_ts - self.first_batch_timestamp
+        else:
+            waited = now_ms - self.created_ms
+        if waited > segment_ms - jitter_ms:
+            return True
+        if self.offset_index.is_full or self.time_index.is_full:
+            return True
+        return incoming_last_offset - self.base_offset > _INT32_MAX
+
+    # ------------------------------------------------------------------ reads
+    def iter_headers(self, start_pos: int = 0, end_pos: int | None = None) -> Iterator[BatchPosition]:
+        """Batch headers from ``start_pos`` (a batch boundary) up to ``end_pos``; stops
+        quietly at an incomplete tail (recovery, not reads, judges those)."""
+        end = self.size if end_pos is None else end_pos
+        pos = start_pos
+        fd = self.fd
+        unpack = _HEADER.unpack_from
+        while pos + BATCH_HEADER_SIZE <= end:
+            chunk = os.pread(fd, min(_SCAN_CHUNK, end - pos), pos)
+            i, n = 0, len(chunk)
+            if n < BATCH_HEADER_SIZE:
+                return
+            while i + BATCH_HEADER_SIZE <= n:
+                base, length, _ple, _m, _c, _a, lod, _bt, max_ts = unpack(chunk, i)[:9]
+                size = LOG_OVERHEAD + length
+                if length < 49 or pos + i + size > end:
+                    return
+                yield BatchPosition(pos + i, base, base + lod, size, max_ts)
+                i += size
+            pos += i
+
+    def find_batch(self, offset: int, start_pos: int = 0, end_pos: int | None = None) -> BatchPosition | None:
+        """The first batch whose last offset >= ``offset`` (None when there is none)."""
+        _, ipos = self.offset_index.lookup(offset)
+        for b in self.iter_headers(max(ipos, start_pos), end_pos):
+            if b.last_offset >= offset:
+                return b
+        return None
+
+    def read_batch_bytes(self, position: int, size: int) -> bytes:
+        return os.pread(self.fd, size, position)
+
+    # ------------------------------------------------------------------ load / recover
+    def load(self, next_base: int | None) -> None:
+        """Open a segment written before (trusted: below the recovery point). Indexes that
+        fail their sanity check are rebuilt from the log."""
+        try:
+            self.offset_index.load(self.size, next_base)
+            self.time_index.load(next_base)
+        except CorruptIndexError as exc:
+            log.warning("%s; rebuilding indexes of %s", exc, self.log_path)
+            self.recover(truncate=False)
+            return
+        # the tail after the last index entry tells the next offset (and late max timestamp)
+        n = self.offset_index.entries
+        start = self.offset_index.entry(n - 1)[1] if n else 0
+        ts, ts_off = self.time_index.last_entry()
+        self.max_timestamp, self.offset_of_max_timestamp = (ts, ts_off) if ts >= 0 else (-1, -1)
+        last_pos = start
+        next_offset = self.base_offset
+        end_seen = start
+        for b in self.iter_headers(start):
+            next_offset = b.last_offset + 1
+            if b.max_timestamp > self.max_timestamp:
+                self.max_timestamp, self.offset_of_max_timestamp = b.max_timestamp, b.last_offset
+            last_pos = b.position
+            end_seen = b.position + b.size
+        if n and not self._entry_is_batch_start(*self.offset_index.entry(n - 1)):
+            log.warning("last index entry of %s does not match its log; rebuilding", self.log_path)
+            self.recover(truncate=False)
+            return
+        if end_seen != self.size or (n and next_offset == self.base_offset):
+            log.warning("index of %s does not match its log; rebuilding", self.log_path)
+            self.recover(truncate=False)
+            return
+        self.next_offset = next_offset if self.size else self.base_offset
+        self.bytes_since_last_index = self.size - (start if n else 0)
+        del last_pos
+        self._load_first_timestamp()
+
+    def _entry_is_batch_start(self, offset: int, position: int) -> bool:
+        hdr = os.pread(self.fd, BATCH_HEADER_SIZE, position)
+        if len(hdr) < BATCH_HEADER_SIZE:
+            return False
+        base, length, _e, magic, _c, _a, lod = _HEADER.unpack_from(hdr)[:7]
+        return magic == 2 and length >= 49 and base <= offset <= base + lod
+
+    def _load_first_timestamp(self) -> None:
+        if self.size >= BATCH_HEADER_SIZE:
+            self.first_batch_timestamp = _HEADER.unpack_from(os.pread(self.fd, BATCH_HEADER_SIZE, 0))[8]
+
+    def recover(self, on_batch: Callable[[BatchView], None] | None = None, *,
+                truncate: bool = True, min_offset: int | None = None,
+                contiguous: bool = False) -> RecoveryResult:
+        """Validate every batch (CRC, lengths, magic, offsets increasing), rebuild both
+        indexes, and either truncate at the first invalid batch (``truncate``) or mark the rest
+        of the segment unservable. ``on_batch`` sees each valid batch (producer state, epochs)."""
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.max_timestamp = self.offset_of_max_timestamp = self.first_batch_timestamp = -1
+        self.bytes_since_last_index = 0
+        self.corrupt_position = None
+        file_size = os.fstat(self.fd).st_size
+        expected = self.base_offset if min_offset is None else max(min_offset, self.base_offset)
+        pos = 0
+        error: str | None = None
+        interval = self.index_interval_bytes
+        want = _RECOVER_CHUNK
+        while pos < file_size and error is None:
+            data = os.pread(self.fd, min(want, file_size - pos), pos)
+            mv = memoryview(data)
+            i, n = 0, len(data)
+            want = _RECOVER_CHUNK
+            while i < n:
+                if n - i < LOG_OVERHEAD:
+                    if pos + n >= file_size:
+                        error = f"truncated batch header at position {pos + i}"
+                    break
+                (length,) = _LEN.unpack_from(mv, i + 8)
+                size = LOG_OVERHEAD + length
+                if length < 49:
+                    error = f"batch length {length} at position {pos + i}"
+                    break
+                if n - i < size:
+                    if pos + i + size > file_size:
+                        error = f"torn batch at position {pos + i}: {file_size - pos - i} of {size} bytes"
+                    else:
+                        want = max(_RECOVER_CHUNK, size)
+                    break
+                try:
+                    view = BatchView(mv, i)
+                    view.ensure_valid()
+                except (CorruptRecordError, InvalidRecordError) as exc:
+                    error = f"invalid batch at position {pos + i}: {exc}"
+                    break
+                base, last, max_ts = view.base_offset, view.last_offset, view.max_timestamp
+                if (base < expected or (contiguous and base != expected)
+                        or last - self.base_offset > _INT32_MAX):
+                    error = (f"batch offsets {base}..{last} at position {pos + i} do not follow "
+                             f"offset {expected}")
+                    break
+                p = pos + i
+                if max_ts > self.max_timestamp:
+                    self.max_timestamp, self.offset_of_max_timestamp = max_ts, last
+                if p == 0:
+                    self.first_batch_timestamp = max_ts
+                if self.bytes_since_last_index > interval:
+                    self.offset_index.append(last, p)
+                    self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+                    self.bytes_since_last_index = 0
+                self.bytes_since_last_index += size
+                if on_batch is not None:
+                    on_batch(view)
+                expected = last + 1
+                i += size
+            pos += i
+            del mv
+        self.next_offset = expected if pos > 0 else self.base_offset
+        dropped = file_size - pos
+        if error is not None:
+            if truncate:
+                log.warning("recovering %s: %s; truncating %d bytes at position %d",
+                            self.log_path, error, dropped, pos)
+                os.ftruncate(self.fd, pos)
+            else:
+                log.error("segment %s is corrupt from position %d (offset %d): %s; that range "
+                          "will not be served", self.log_path, pos, self.next_offset, error)
+                self.corrupt_position = pos
+        self.size = pos if (error is None or truncate) else file_size
+        return RecoveryResult(pos, dropped if error is not None else 0, error)
+
+    # ------------------------------------------------------------------ truncate
+    def truncate_to(self, offset: int) -> int:
+        """Drop every batch whose last offset >= ``offset``; returns bytes dropped."""
+        b = self.find_batch(offset)
+        if b is None:
+            return 0
+        dropped = self.size - b.position
+        os.ftruncate(self.fd, b.position)
+        self.size = b.position
+        self.offset_index.truncate_to_position(b.position)
+        self.time_index.truncate_to(b.base_offset)
+        self.next_offset = b.base_offset if b.position > 0 else self.base_offset
+        if self.corrupt_position is not None and self.corrupt_position >= b.position:
+            self.corrupt_position = None
+        # recompute what depended on the dropped tail
+        self.max_timestamp = self.offset_of_max_timestamp = -1
+        for h in self.iter_headers(0):
+            if h.max_timestamp > self.max_timestamp:
+                self.max_timestamp, self.offset_of_max_timestamp = h.max_timestamp, h.last_offset
+        if self.size == 0:
+            self.first_batch_timestamp = -1
+        self.bytes_since_last_index = self.size - self.offset_index.floor_position(self.size)
+        return dropped
+
+    # ------------------------------------------------------------------ lifecycle
+    def on_become_inactive(self) -> None:
+        """Sealing: record the final max timestamp and write the indexes out."""
+        if self.max_timestamp >= 0:
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def flush(self, fsync: bool = True) -> None:
+        if self.closed:
+            return
+        if fsync:
+            os.fsync(self.fd)
+        self.offset_index.flush(fsync)
+        self.time_index.flush(fsync)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        try:
+            if self.max_timestamp >= 0:
+                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self.offset_index.flush()
+            self.time_index.flush()
+        finally:
+            self.closed = True
+            os.close(self.fd)
+
+    def close_fd_only(self) -> None:
+        if not self.closed:
+            self.closed = True
+            os.close(self.fd)
+
+    def rename_suffix(self, new_suffix: str) -> None:
+        """Rename .log/.index/.timeindex from the current suffix to ``new_suffix``."""
+        prefix = os.path.join(self.directory, filename_prefix(self.base_offset))
+        new_log = prefix + LOG_SUFFIX + new_suffix
+        os.replace(self.log_path, new_log)
+        self.log_path = new_log
+        self.offset_index.rename(prefix + INDEX_SUFFIX + new_suffix)
+        self.time_index.rename(prefix + TIME_INDEX_SUFFIX + new_suffix)
+        self.suffix = new_suffix
+
+    def delete_files(self) -> None:
+        self.close_fd_only()
+        for p in (self.log_path, self.offset_index.path, self.time_index.path):
+            try:
+                os.remove(p)
+            except FileNotFoundError:
+                pass
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base={self.base_offset}, size={self.size}, next={self.next_offset})"

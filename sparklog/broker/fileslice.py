@@ -17,7 +17,7 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-__all__ = ["FileSlice", "SENDFILE_MIN_BYTES", "send_external"]
+__all__ = ["FileSlice", "SliceChain", "SENDFILE_MIN_BYTES", "as_records", "send_external"]
 
 SENDFILE_MIN_BYTES = 64 * 1024
 
@@ -60,6 +60,11 @@ async def send_external(obj: Any, loop: asyncio.AbstractEventLoop, transport: as
     """
     size = obj.size
     if size == 0:
+        return True
+    if isinstance(obj, SliceChain):
+        for s in obj.slices:
+            if not await send_external(s, loop, transport):
+                return False
         return True
     f = _open_private(obj)
     if f is None:
@@ -114,3 +119,51 @@ def _pread_all(fd: int, size: int, position: int) -> bytes:
         parts.append(more)
         got += len(more)
     return b"".join(parts)
+
+
+class SliceChain:
+    """Several file slices sent back to back as one records field."""
+
+    __slots__ = ("slices", "size")
+
+    def __init__(self, slices: list[Any]) -> None:
+        self.slices = slices
+        self.size = sum(s.size for s in slices)
+
+    def read_bytes(self) -> bytes:
+        return b"".join(s.read_bytes() for s in self.slices)
+
+
+def as_records(result: Any) -> tuple[Any, int]:
+    """Normalise a storage read result into (records payload, size) for the encoder.
+
+    Accepts bytes, one slice, a list of slices, or an object carrying them in ``slices`` /
+    ``records`` (the storage layer's fetch-info shape).
+    """
+    if result is None:
+        return b"", 0
+    if isinstance(result, bytes | bytearray | memoryview):
+        return result, len(result)
+    if hasattr(result, "size") and hasattr(result, "position"):
+        return result, result.size
+    slices = None
+    for attr in ("slices", "records"):
+        v = getattr(result, attr, None)
+        if v is not None:
+            slices = v
+            break
+    if slices is None and isinstance(result, list | tuple):
+        slices = result
+    if slices is None:
+        raise TypeError(f"cannot send a read result of type {type(result).__name__}")
+    if isinstance(slices, bytes | bytearray | memoryview):
+        return slices, len(slices)
+    if hasattr(slices, "size") and hasattr(slices, "position"):
+        return slices, slices.size
+    slices = [s for s in slices if s.size]
+    if not slices:
+        return b"", 0
+    if len(slices) == 1:
+        return slices[0], slices[0].size
+    chain = SliceChain(slices)
+    return chain, chain.size

@@ -267,6 +267,13 @@ class Controller:
             raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
         self._commit([{"type": "config", "topic": name, "configs": dict(configs)}])
 
+    def allocate_producer_ids(self, count: int = 1000) -> tuple[int, int]:
+        """Reserve a block of producer ids (KIP-730 style): (first id, count). The block is
+        durable before it is used, so ids are never reused across restarts."""
+        start = self.image.next_producer_id
+        self._commit([{"type": "producer_ids", "next": start + count}])
+        return start, count
+
     def change_leader(self, name: str, partition: int, leader: int, isr: list[int] | None = None) -> PartitionInfo:
         """Move leadership; bumps the leader epoch (what fences the old leader)."""
         info = self.image.topics.get(name)

@@ -18,7 +18,8 @@ via write-temp + fsync + rename.
 Record types (``"type"``): ``cluster`` (cluster_id), ``broker`` (node_id, host, port, rack),
 ``topic`` (name, topic_id hex, configs, internal), ``partition`` (topic, partition,
 replicas, isr, leader, leader_epoch, partition_epoch), ``config`` (topic, configs: the full
-override map), ``remove_topic`` (name).
+override map), ``remove_topic`` (name), ``producer_ids`` (next: first id of the next
+unallocated block).
 """
 
 from __future__ import annotations
@@ -83,6 +84,7 @@ class MetadataImage:
         self.topics: dict[str, TopicInfo] = {}
         self.topics_by_id: dict[bytes, TopicInfo] = {}
         self.brokers: dict[int, BrokerInfo] = {}
+        self.next_producer_id = 0
 
     def apply(self, rec: dict[str, Any]) -> None:
         kind = rec.get("type")
@@ -113,6 +115,8 @@ class MetadataImage:
             t = self.topics.get(rec["topic"])
             if t is not None:
                 t.configs = dict(rec["configs"])
+        elif kind == "producer_ids":
+            self.next_producer_id = max(self.next_producer_id, int(rec["next"]))
         elif kind == "remove_topic":
             t = self.topics.pop(rec["name"], None)
             if t is not None:
@@ -125,6 +129,8 @@ class MetadataImage:
         out: list[dict[str, Any]] = []
         if self.cluster_id is not None:
             out.append({"type": "cluster", "cluster_id": self.cluster_id})
+        if self.next_producer_id:
+            out.append({"type": "producer_ids", "next": self.next_producer_id})
         for b in self.brokers.values():
             out.append({"type": "broker", "node_id": b.node_id, "host": b.host, "port": b.port,
                         "rack": b.rack})

@@ -1,0 +1,324 @@
+"""The broker process: controller (embedded), logs, replica manager, group coordinator, server.
+
+Start order matters for durability and correctness: metadata first (it says which
+partitions exist), then the logs (recovered by the storage layer), then the replica
+manager takes its roles, then the group coordinator loads ``__consumer_offsets``, and only
+then the listener opens. Shutdown runs the other way: stop accepting, let in-flight
+requests finish, stop the coordinator, flush and checkpoint the logs, close metadata.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sparklog.broker.config import BrokerConfig
+from sparklog.broker.dispatch import Dispatcher, load_handlers
+from sparklog.broker.replica_manager import ReplicaManager
+from sparklog.broker.server import KafkaServer
+from sparklog.controller import Controller, validate_topic_name
+from sparklog.controller.controller import INTERNAL_TOPICS
+from sparklog.controller.metadata import TopicInfo
+from sparklog.protocol.errors import ErrorCode, KafkaError, UnknownTopicOrPartitionError
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Broker", "METADATA_DIR_NAME"]
+
+# Not "<topic>-<n>": the log manager must never take it for a partition directory.
+METADATA_DIR_NAME = "__sparklog_metadata"
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+class TopicDeletionDisabledError(KafkaError):
+    error_code = ErrorCode.TOPIC_DELETION_DISABLED
+
+
+class Broker:
+    """A single-node sparklog broker (controller + broker in one process)."""
+
+    def __init__(self, config: BrokerConfig | Mapping[str, str] | None = None) -> None:
+        if not isinstance(config, BrokerConfig):
+            config = BrokerConfig(config or {})
+        self.config = config
+        self.node_id = config.node_id
+        self.controller_node_id = self.node_id
+        self.data_dirs = [os.path.abspath(d) for d in config.log_dirs]
+        self.controller = Controller(
+            os.path.join(self.data_dirs[0], METADATA_DIR_NAME),
+            self.node_id,
+            default_partitions=int(config.get("num.partitions")),
+            default_replication_factor=int(config.get("default.replication.factor")),
+        )
+        self.log_manager: Any = None
+        self.replica_manager = ReplicaManager(self)
+        self.group_coordinator: Any = None
+        self.dispatcher = Dispatcher(self)
+        self.server: KafkaServer | None = None
+        self.started = False
+        self._base_log_config: Any = None
+        self.producer_ids: Any = None
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        return self.server.port if self.server is not None else 0
+
+    async def start(self) -> None:
+        load_handlers()
+        for d in self.data_dirs:
+            os.makedirs(d, exist_ok=True)
+        self.controller.open()
+        self._open_log_manager()
+        host, port = self.config.listener()
+        self.server = KafkaServer(
+            self.dispatcher.process,
+            host=host,
+            port=port,
+            max_request_bytes=int(self.config.get("socket.request.max.bytes")),
+            max_queued_requests=int(self.config.get("queued.max.requests")),
+            send_buffer_bytes=int(self.config.get("socket.send.buffer.bytes")),
+            receive_buffer_bytes=int(self.config.get("socket.receive.buffer.bytes")),
+        )
+        # bind before registering so port 0 resolves to the real port clients must use
+        await self.server.start()
+        adv_host, adv_port = self.config.advertised_listener(self.server.port)
+        self.controller.register_broker(self.node_id, adv_host, adv_port)
+        self.controller.add_listener(self._on_metadata)
+        for topic in self.controller.topics().values():
+            self._apply_topic(topic)
+        self._start_group_coordinator()
+        self.started = True
+        log.info("sparklog broker %d started: %s:%d (advertised %s:%d), data in %s",
+                 self.node_id, host, self.server.port, adv_host, adv_port,
+                 ", ".join(self.data_dirs))
+
+    async def shutdown(self) -> None:
+        if self.server is not None:
+            await self.server.close()
+        for p in self.replica_manager.partitions():
+            p.waiters.wake()
+        await self._stop_group_coordinator()
+        if self.log_manager is not None:
+            try:
+                self.log_manager.close()
+            except Exception:
+                log.exception("closing logs failed")
+            self.log_manager = None
+        self.controller.unregister_broker(self.node_id)
+        self.controller.close()
+        self.started = False
+        log.info("sparklog broker %d stopped", self.node_id)
+
+    # -- storage ------------------------------------------------------------------------
+
+    def _open_log_manager(self) -> None:
+        from sparklog.storage.log_config import LogConfig
+
+        self._base_log_config = LogConfig.from_broker_props(self._log_props())
+        try:
+            from sparklog.storage.log_manager import LogManager
+        except ImportError:
+            log.warning("storage LogManager not available; using plain partition logs")
+            self.log_manager = _PlainLogs(self.data_dirs[0])
+            return
+        self.log_manager = LogManager(self.data_dirs, self._base_log_config,
+                                      **self._log_manager_kwargs())
+        start = getattr(self.log_manager, "startup", None) or getattr(self.log_manager, "start", None)
+        if start is not None:
+            start()
+
+    def _log_props(self) -> dict[str, str]:
+        raw = self.config.raw()
+        return {k: v for k, v in raw.items() if k.startswith("log.") or k in (
+            "message.max.bytes", "min.insync.replicas", "compression.type",
+            "unclean.leader.election.enable", "producer.id.expiration.ms")}
+
+    def _log_manager_kwargs(self) -> dict[str, Any]:
+        return {}
+
+    def log_config_for(self, topic: str) -> Any:
+        info = self.controller.topic(topic)
+        overrides = info.configs if info is not None else {}
+        return self._base_log_config.with_overrides(overrides) if overrides else self._base_log_config
+
+    def open_log(self, topic: str, partition: int, topic_id: bytes) -> Any:
+        return self.log_manager.get_or_create(topic, partition, self.log_config_for(topic),
+                                              topic_id=topic_id)
+
+    def close_log(self, plog: Any, topic: str, partition: int, *, delete: bool) -> None:
+        if self.log_manager is None:
+            return
+        if delete:
+            self.log_manager.delete(topic, partition)
+
+    def min_insync_replicas(self, topic: str) -> int:
+        cfg = self.log_config_for(topic)
+        return int(getattr(cfg, "min_insync_replicas", 1))
+
+    def max_message_bytes(self, topic: str) -> int:
+        return int(self.log_config_for(topic).max_message_bytes)
+
+    # -- metadata changes ---------------------------------------------------------------
+
+    def _apply_topic(self, info: TopicInfo) -> None:
+        for p in info.partitions.values():
+            self.replica_manager.apply_partition_state(
+                info.name, info.topic_id, p.partition, p.leader, p.leader_epoch, p.replicas,
+                p.isr, internal=info.internal)
+
+    def _on_metadata(self, records: list[dict[str, Any]]) -> None:
+        for rec in records:
+            kind = rec.get("type")
+            if kind == "partition":
+                info = self.controller.topic(rec["topic"])
+                if info is None:
+                    continue
+                self.replica_manager.apply_partition_state(
+                    info.name, info.topic_id, rec["partition"], rec["leader"],
+                    rec["leader_epoch"], rec["replicas"], rec["isr"], internal=info.internal)
+            elif kind == "remove_topic":
+                self.replica_manager.remove_topic(rec["name"])
+            elif kind == "config":
+                self.replica_manager.update_log_config(rec["topic"], self.log_config_for(rec["topic"]))
+
+    # -- topic operations (validation in the controller / LogConfig) --------------------
+
+    def _check_configs(self, configs: Mapping[str, str]) -> None:
+        # the storage layer must accept them too (types, ranges)
+        self._base_log_config.with_overrides(dict(configs))
+
+    def create_topic(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
+                     configs: Mapping[str, str] | None = None, *,
+                     assignments: Mapping[int, Sequence[int]] | None = None,
+                     validate_only: bool = False, internal: bool = False) -> TopicInfo:
+        self._check_configs(configs or {})
+        return self.controller.create_topic(name, num_partitions, replication_factor,
+                                            configs or {}, assignments=assignments,
+                                            internal=internal or name in INTERNAL_TOPICS,
+                                            validate_only=validate_only)
+
+    def auto_create_topic(self, name: str) -> TopicInfo | None:
+        """Metadata-triggered creation (``auto.create.topics.enable``); None when disabled."""
+        validate_topic_name(name)
+        if name == OFFSETS_TOPIC:
+            return self.ensure_offsets_topic()
+        if not self.config.get("auto.create.topics.enable"):
+            return None
+        info = self.controller.topic(name)
+        if info is not None:
+            return info
+        return self.create_topic(name)
+
+    async def delete_topic(self, name: str) -> None:
+        if not self.config.get("delete.topic.enable"):
+            raise TopicDeletionDisabledError("delete.topic.enable is false")
+        self.controller.delete_topic(name)
+
+    def create_partitions(self, name: str, total: int, assignments: Sequence[Sequence[int]] | None = None,
+                          *, validate_only: bool = False) -> TopicInfo:
+        return self.controller.create_partitions(name, total, assignments, validate_only=validate_only)
+
+    def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
+        self._check_configs(configs)
+        self.controller.set_topic_configs(name, configs)
+
+    # -- internal topics (group coordinator) --------------------------------------------
+
+    def ensure_offsets_topic(self) -> TopicInfo:
+        info = self.controller.topic(OFFSETS_TOPIC)
+        if info is not None:
+            return info
+        rf = min(int(self.config.get("offsets.topic.replication.factor")),
+                 max(1, len(self.controller.live_brokers)))
+        configs = {
+            "cleanup.policy": "compact",
+            "segment.bytes": str(self.config.get("offsets.topic.segment.bytes")),
+            "compression.type": "producer",
+        }
+        return self.create_topic(OFFSETS_TOPIC, int(self.config.get("offsets.topic.num.partitions")),
+                                 rf, configs, internal=True)
+
+    def internal_log(self, topic: str, partition: int) -> Any:
+        """The PartitionLog of an internal topic's partition, creating the topic on demand."""
+        if topic == OFFSETS_TOPIC:
+            self.ensure_offsets_topic()
+        elif self.controller.topic(topic) is None:
+            self.create_topic(topic, -1, -1, {"cleanup.policy": "compact"}, internal=True)
+        p = self.replica_manager.get(topic, partition)
+        if p is None:
+            raise UnknownTopicOrPartitionError(f"{topic}-{partition} does not exist")
+        return p.log
+
+    # -- group coordinator (owned by the GROUPS engineer; optional until it lands) -------
+
+    def _start_group_coordinator(self) -> None:
+        try:
+            from sparklog.broker import group_coordinator as gc_mod
+        except ImportError:
+            return
+        try:
+            factory = getattr(gc_mod, "create_group_coordinator", None)
+            if factory is not None:
+                self.group_coordinator = factory(self)
+            else:
+                from sparklog.broker.group_offsets import GroupStore, PartitionLogRecordLog
+
+                cfg = gc_mod.CoordinatorConfig.from_broker_config(self.config)
+                num = int(self.ensure_offsets_topic().partitions.__len__())
+                records = PartitionLogRecordLog(lambda p: self.internal_log(OFFSETS_TOPIC, p))
+                self.group_coordinator = gc_mod.GroupCoordinator(cfg, GroupStore(records, num))
+            start = getattr(self.group_coordinator, "start", None) or getattr(
+                self.group_coordinator, "load", None)
+            if start is not None:
+                res = start()
+                if asyncio.iscoroutine(res):
+                    asyncio.get_running_loop().create_task(res)
+        except Exception:
+            log.exception("group coordinator failed to start; group APIs will fail")
+
+    async def _stop_group_coordinator(self) -> None:
+        gc = self.group_coordinator
+        if gc is None:
+            return
+        stop = getattr(gc, "shutdown", None) or getattr(gc, "stop", None)
+        if stop is not None:
+            try:
+                res = stop()
+                if asyncio.iscoroutine(res):
+                    await res
+            except Exception:
+                log.exception("group coordinator shutdown failed")
+        self.group_coordinator = None
+
+
+class _PlainLogs:
+    """Stand-in for storage's LogManager (no checkpoints, no background work)."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.logs: dict[tuple[str, int], Any] = {}
+
+    def get_or_create(self, topic: str, partition: int, config: Any, *, topic_id: bytes) -> Any:
+        from sparklog.storage.partition_log import PartitionLog
+
+        key = (topic, partition)
+        if key not in self.logs:
+            self.logs[key] = PartitionLog(os.path.join(self.root, f"{topic}-{partition}"), config,
+                                          topic=topic, partition=partition, topic_id=topic_id)
+        return self.logs[key]
+
+    def delete(self, topic: str, partition: int) -> None:
+        plog = self.logs.pop((topic, partition), None)
+        if plog is not None:
+            plog.delete()
+
+    def close(self) -> None:
+        for plog in self.logs.values():
+            plog.flush()
+            plog.close()
+        self.logs.clear()

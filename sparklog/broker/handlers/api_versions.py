@@ -1,0 +1,15 @@
+"""ApiVersions: tell the client exactly which API versions this broker serves."""
+
+from __future__ import annotations
+
+from sparklog.broker.dispatch import ApiKey, RequestContext, api_spec, api_versions_list, register
+from sparklog.protocol.errors import ErrorCode
+
+
+@register(ApiKey.API_VERSIONS, 0, 2)
+async def handle_api_versions(ctx: RequestContext, request: object) -> object:
+    spec = api_spec(ApiKey.API_VERSIONS)
+    # Tagged fields (v3+) are left at their defaults so none are written: librdkafka 2.0.2
+    # cannot skip them (research note, Tansu finding #1).
+    return spec.response(error_code=int(ErrorCode.NONE), api_keys=api_versions_list(spec),
+                         throttle_time_ms=0)

@@ -1,0 +1,24 @@
+"""DescribeCluster: brokers and controller without topic metadata."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sparklog.broker.dispatch import ApiKey, RequestContext, api_spec, register
+from sparklog.protocol.errors import ErrorCode
+
+
+@register(ApiKey.DESCRIBE_CLUSTER, 0, 1)
+async def handle_describe_cluster(ctx: RequestContext, request: Any) -> Any:
+    spec = api_spec(ApiKey.DESCRIBE_CLUSTER)
+    resp = spec.response
+    endpoint_type = getattr(request, "endpoint_type", 1)
+    if endpoint_type != 1:  # 1 = brokers; 2 = controllers (KIP-919), not served here
+        return resp(error_code=int(ErrorCode.UNSUPPORTED_ENDPOINT_TYPE),
+                    error_message="only broker endpoints are served", endpoint_type=endpoint_type,
+                    cluster_id=ctx.broker.controller.cluster_id)
+    ctrl = ctx.broker.controller
+    brokers = [resp.DescribeClusterBroker(broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
+               for b in ctrl.live_broker_list()]
+    return resp(throttle_time_ms=0, error_code=0, endpoint_type=1, cluster_id=ctrl.cluster_id,
+                controller_id=ctx.broker.controller_node_id, brokers=brokers)

@@ -1,0 +1,138 @@
+"""DescribeConfigs and AlterConfigs for topics (and read-only broker configs)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sparklog.broker.config import BROKER_CONFIGS, TOPIC_CONFIGS, validate_topic_configs
+from sparklog.broker.dispatch import ApiKey, RequestContext, api_spec, register
+from sparklog.protocol.errors import ErrorCode, KafkaError
+
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+
+# Kafka's ConfigSource ids
+DYNAMIC_TOPIC_CONFIG = 1
+STATIC_BROKER_CONFIG = 4
+DEFAULT_CONFIG = 5
+
+# Kafka's ConfigType ids (DescribeConfigs v3+)
+_CONFIG_TYPE = {"boolean": 1, "string": 2, "int": 3, "long": 5, "double": 6, "list": 7,
+                "password": 9}
+
+
+def _describe_topic(ctx: RequestContext, name: str, keys: list[str] | None, synonyms: bool,
+                    entry_cls: Any, syn_cls: Any) -> list[Any]:
+    broker = ctx.broker
+    info = broker.controller.topic(name)
+    if info is None:
+        raise _Unknown()
+    defaults = broker.config.topic_defaults()
+    out = []
+    for key in sorted(TOPIC_CONFIGS):
+        if keys is not None and key not in keys:
+            continue
+        typ, broker_key, _fallback = TOPIC_CONFIGS[key]
+        broker_set = broker_key is not None and broker.config.is_set(broker_key)
+        syns = []
+        if key in info.configs:
+            value, source = info.configs[key], DYNAMIC_TOPIC_CONFIG
+            if synonyms:
+                syns.append(syn_cls(name=key, value=value, source=DYNAMIC_TOPIC_CONFIG))
+        else:
+            value = defaults[key]
+            source = STATIC_BROKER_CONFIG if broker_set else DEFAULT_CONFIG
+        if synonyms and broker_key is not None:
+            syns.append(syn_cls(name=broker_key, value=defaults[key],
+                                source=STATIC_BROKER_CONFIG if broker_set else DEFAULT_CONFIG))
+        out.append(entry_cls(name=key, value=value, read_only=False, config_source=source,
+                             is_sensitive=False, synonyms=syns,
+                             config_type=_CONFIG_TYPE.get(typ, 0), documentation=None))
+    return out
+
+
+def _describe_broker(ctx: RequestContext, keys: list[str] | None, synonyms: bool,
+                     entry_cls: Any, syn_cls: Any) -> list[Any]:
+    cfg = ctx.broker.config
+    out = []
+    for key in sorted(BROKER_CONFIGS):
+        if keys is not None and key not in keys:
+            continue
+        spec = BROKER_CONFIGS[key]
+        raw = cfg.raw().get(key, spec.default)
+        sensitive = spec.type == "password"
+        source = STATIC_BROKER_CONFIG if cfg.is_set(key) else DEFAULT_CONFIG
+        syns = [syn_cls(name=key, value=None if sensitive else raw, source=source)] if synonyms else []
+        out.append(entry_cls(name=key, value=None if sensitive else raw, read_only=True,
+                             config_source=source, is_sensitive=sensitive, synonyms=syns,
+                             config_type=_CONFIG_TYPE.get(spec.type, 0),
+                             documentation=spec.doc or None))
+    return out
+
+
+class _Unknown(Exception):
+    pass
+
+
+@register(ApiKey.DESCRIBE_CONFIGS, 1, 2)
+async def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
+    resp_cls = api_spec(ApiKey.DESCRIBE_CONFIGS).response
+    Result, Entry, Syn = (resp_cls.DescribeConfigsResult, resp_cls.DescribeConfigsResourceResult,
+                          resp_cls.DescribeConfigsSynonym)
+    results = []
+    for res in request.resources:
+        keys = list(res.configuration_keys) if res.configuration_keys is not None else None
+        try:
+            if res.resource_type == RESOURCE_TOPIC:
+                configs = _describe_topic(ctx, res.resource_name, keys, request.include_synonyms,
+                                          Entry, Syn)
+            elif res.resource_type == RESOURCE_BROKER:
+                if res.resource_name not in ("", str(ctx.broker.node_id)):
+                    results.append(Result(error_code=int(ErrorCode.INVALID_REQUEST),
+                                          error_message=f"unknown broker {res.resource_name!r}",
+                                          resource_type=res.resource_type,
+                                          resource_name=res.resource_name))
+                    continue
+                configs = _describe_broker(ctx, keys, request.include_synonyms, Entry, Syn)
+            else:
+                results.append(Result(error_code=int(ErrorCode.INVALID_REQUEST),
+                                      error_message=f"resource type {res.resource_type} not supported",
+                                      resource_type=res.resource_type,
+                                      resource_name=res.resource_name))
+                continue
+        except _Unknown:
+            results.append(Result(error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+                                  error_message=f"topic {res.resource_name!r} does not exist",
+                                  resource_type=res.resource_type, resource_name=res.resource_name))
+            continue
+        results.append(Result(error_code=0, error_message=None, resource_type=res.resource_type,
+                              resource_name=res.resource_name, configs=configs))
+    return resp_cls(throttle_time_ms=0, results=results)
+
+
+@register(ApiKey.ALTER_CONFIGS, 0, 1)
+async def handle_alter_configs(ctx: RequestContext, request: Any) -> Any:
+    resp_cls = api_spec(ApiKey.ALTER_CONFIGS).response
+    Result = resp_cls.AlterConfigsResourceResponse
+    broker = ctx.broker
+    results = []
+    for res in request.resources:
+        code, msg = 0, None
+        if res.resource_type != RESOURCE_TOPIC:
+            code = int(ErrorCode.INVALID_REQUEST)
+            msg = "only topic configs can be altered (broker configs are static)"
+        else:
+            try:
+                configs = validate_topic_configs({c.name: c.value for c in res.configs})
+                if broker.controller.topic(res.resource_name) is None:
+                    raise _Unknown()
+                if not request.validate_only:
+                    broker.set_topic_configs(res.resource_name, configs)
+            except _Unknown:
+                code = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                msg = f"topic {res.resource_name!r} does not exist"
+            except KafkaError as exc:
+                code, msg = int(exc.error_code), str(exc)
+        results.append(Result(error_code=code, error_message=msg,
+                              resource_type=res.resource_type, resource_name=res.resource_name))
+    return resp_cls(throttle_time_ms=0, responses=results)

@@ -1,0 +1,147 @@
+"""Fetch: long-poll reads capped at the high watermark (LSO for read_committed), returned as
+file slices the connection sends with ``os.sendfile``.
+
+Sessions (KIP-227): we never create one and always answer ``session_id=0``, which every
+client treats as "sessionless" and answers with full fetches. A request that tries to
+continue a session (id != 0) gets FETCH_SESSION_ID_NOT_FOUND, so it starts over.
+Follower fetches (replica_id >= 0) read up to the log end offset and report the follower's
+position to the replica manager, which is where the HW of a replicated partition moves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from sparklog.broker.delayed import wait_any
+from sparklog.broker.dispatch import ApiKey, RequestContext, api_spec, register
+from sparklog.broker.fileslice import as_records
+from sparklog.protocol.errors import ErrorCode, KafkaError, OffsetOutOfRangeError
+
+log = logging.getLogger(__name__)
+
+READ_COMMITTED = 1
+
+
+class _PartitionFetch:
+    __slots__ = ("topic", "req", "resp", "partition", "done_error")
+
+    def __init__(self, topic: str, req: Any, resp: Any) -> None:
+        self.topic = topic
+        self.req = req
+        self.resp = resp
+        self.partition: Any = None
+        self.done_error = False
+
+
+def _read_pass(ctx: RequestContext, entries: list[_PartitionFetch], request: Any,
+               follower: bool) -> tuple[int, bool]:
+    """Fill every entry's response; returns (bytes read, any error)."""
+    rm = ctx.broker.replica_manager
+    read_committed = request.isolation_level == READ_COMMITTED
+    budget = request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF
+    total = 0
+    any_error = False
+    min_one = True
+    for e in entries:
+        r, resp = e.req, e.resp
+        resp.records = b""
+        try:
+            p = e.partition
+            if p is None:
+                p = (rm.hosted_partition if follower else rm.leader_partition)(
+                    e.topic, r.partition, r.current_leader_epoch)
+                e.partition = p
+            plog = p.log
+            hw = plog.high_watermark
+            lso = getattr(plog, "last_stable_offset", hw)
+            leo = plog.log_end_offset
+            start = plog.log_start_offset
+            resp.error_code = 0
+            resp.high_watermark = hw
+            resp.last_stable_offset = lso
+            resp.log_start_offset = start
+            resp.aborted_transactions = [] if read_committed else None
+            if follower:
+                rm.record_follower_fetch(p, request.replica_id, r.fetch_offset)
+                max_offset = leo
+            else:
+                max_offset = lso if read_committed else hw
+            if r.fetch_offset < start or r.fetch_offset > leo:
+                raise OffsetOutOfRangeError(
+                    f"{e.topic}-{r.partition}: offset {r.fetch_offset} outside [{start}, {leo}]"
+                )
+            if r.fetch_offset >= max_offset or budget <= 0:
+                continue
+            limit = min(r.partition_max_bytes, budget)
+            if limit <= 0 and not min_one:
+                continue
+            records, size = as_records(plog.read(r.fetch_offset, max(limit, 0),
+                                                 max_offset=max_offset,
+                                                 min_one_message=min_one))
+            if size:
+                resp.records = records
+                total += size
+                budget -= size
+                min_one = False
+            if read_committed:
+                aborted = getattr(plog, "aborted_transactions", None)
+                if aborted is not None and size:
+                    resp.aborted_transactions = _aborted(resp, aborted, r.fetch_offset, size)
+        except KafkaError as exc:
+            e.partition = None if not isinstance(exc, OffsetOutOfRangeError) else e.partition
+            resp.error_code = int(exc.error_code)
+            resp.high_watermark = resp.high_watermark if resp.high_watermark else -1
+            resp.records = b""
+            any_error = True
+            ctx.log_once(f"fetch-{exc.error_code.name}", logging.INFO,
+                         "fetch %s-%d from %s: %s", e.topic, r.partition, ctx.client_host, exc)
+    return total, any_error
+
+
+def _aborted(resp: Any, aborted_fn: Any, fetch_offset: int, size: int) -> list[Any]:
+    cls = api_spec(ApiKey.FETCH).response.AbortedTransaction
+    try:
+        txns = aborted_fn(fetch_offset, resp.last_stable_offset)
+    except TypeError:
+        return []
+    return [cls(producer_id=pid, first_offset=first) for pid, first in txns]
+
+
+@register(ApiKey.FETCH, 4, 11)
+async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
+    resp_cls = api_spec(ApiKey.FETCH).response
+    TopicResp, PartResp = resp_cls.FetchableTopicResponse, resp_cls.PartitionData
+    if ctx.api_version >= 7 and request.session_id != 0:
+        return resp_cls(throttle_time_ms=0, error_code=int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND),
+                        session_id=0, responses=[])
+    follower = request.replica_id >= 0
+    entries: list[_PartitionFetch] = []
+    responses = []
+    for t in request.topics:
+        parts = []
+        for r in t.partitions:
+            pr = PartResp(partition_index=r.partition, error_code=0, high_watermark=-1,
+                          last_stable_offset=-1, log_start_offset=-1, records=b"")
+            parts.append(pr)
+            entries.append(_PartitionFetch(t.topic, r, pr))
+        responses.append(TopicResp(topic=t.topic, partitions=parts))
+
+    total, any_error = _read_pass(ctx, entries, request, follower)
+    if total < request.min_bytes and not any_error and request.max_wait_ms > 0 and entries:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + request.max_wait_ms / 1000
+        while True:
+            remaining = deadline - loop.time()
+            waiters = [e.partition.waiters for e in entries if e.partition is not None]
+            if remaining <= 0 or not waiters:
+                break
+            if not await wait_any(waiters, remaining):
+                break
+            if ctx.connection is not None and ctx.connection.closed:
+                return None
+            total, any_error = _read_pass(ctx, entries, request, follower)
+            if total >= request.min_bytes or any_error:
+                break
+    return resp_cls(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)

@@ -1,0 +1,66 @@
+"""ListOffsets: earliest / latest (= high watermark, or LSO for read_committed) / max
+timestamp / first offset at or after a timestamp.
+
+Every special timestamp is answered at every version (librdkafka sends -3 even at v3),
+unknown special values get a per-partition error; the connection is never dropped for them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sparklog.broker.dispatch import ApiKey, RequestContext, api_spec, register
+from sparklog.protocol.errors import ErrorCode, KafkaError
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
+READ_COMMITTED = 1
+
+
+def lookup_offset(plog: Any, timestamp: int, isolation_level: int, follower: bool = False) -> tuple[int, int, int]:
+    """(timestamp, offset, leader_epoch) for one ListOffsets partition entry."""
+    hw = plog.high_watermark
+    lso = getattr(plog, "last_stable_offset", hw)
+    limit = plog.log_end_offset if follower else (lso if isolation_level == READ_COMMITTED else hw)
+    if timestamp == LATEST:
+        return -1, limit, plog.latest_epoch
+    if timestamp in (EARLIEST, EARLIEST_LOCAL, LATEST_TIERED, MAX_TIMESTAMP) or timestamp >= 0:
+        found = plog.offset_for_timestamp(timestamp)
+        if found is None or (timestamp not in (EARLIEST, EARLIEST_LOCAL, LATEST_TIERED)
+                             and found.offset >= limit):
+            return -1, -1, -1
+        return found.timestamp, found.offset, found.leader_epoch
+    raise _Unsupported(timestamp)
+
+
+class _Unsupported(Exception):
+    pass
+
+
+@register(ApiKey.LIST_OFFSETS, 1, 3)
+async def handle_list_offsets(ctx: RequestContext, request: Any) -> Any:
+    resp_cls = api_spec(ApiKey.LIST_OFFSETS).response
+    TopicResp, PartResp = resp_cls.ListOffsetsTopicResponse, resp_cls.ListOffsetsPartitionResponse
+    rm = ctx.broker.replica_manager
+    follower = request.replica_id >= 0
+    isolation = getattr(request, "isolation_level", 0)
+    topics = []
+    for t in request.topics:
+        parts = []
+        for r in t.partitions:
+            try:
+                p = rm.leader_partition(t.name, r.partition_index, r.current_leader_epoch)
+                ts, off, epoch = lookup_offset(p.log, r.timestamp, isolation, follower)
+                parts.append(PartResp(partition_index=r.partition_index, error_code=0,
+                                      timestamp=ts, offset=off, leader_epoch=epoch))
+            except _Unsupported:
+                parts.append(PartResp(partition_index=r.partition_index,
+                                      error_code=int(ErrorCode.INVALID_REQUEST)))
+            except KafkaError as exc:
+                parts.append(PartResp(partition_index=r.partition_index,
+                                      error_code=int(exc.error_code)))
+        topics.append(TopicResp(name=t.name, partitions=parts))
+    return resp_cls(throttle_time_ms=0, topics=topics)

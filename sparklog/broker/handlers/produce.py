@@ -1,0 +1,84 @@
+"""Produce: append client batches as leader, never re-encoding them.
+
+Advertised from v0 (old librdkafka only compresses when the range contains Produce 0) but
+served from v3, the first version that carries RecordBatch v2; v0-v2 get UNSUPPORTED_VERSION
+per partition, as Kafka 4 does. acks=0 gets no response at all; if such a request fails,
+the connection is closed, which is the only way Kafka can tell an acks=0 producer.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from sparklog.broker.dispatch import ApiKey, RequestContext, api_spec, register
+from sparklog.broker.server import CloseConnection
+from sparklog.protocol.errors import ErrorCode, KafkaError
+
+log = logging.getLogger(__name__)
+
+MIN_SERVED_VERSION = 3
+
+
+@register(ApiKey.PRODUCE, 0, 7)
+async def handle_produce(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    rm = broker.replica_manager
+    acks = request.acks
+    resp_cls = api_spec(ApiKey.PRODUCE).response
+    TopicResp, PartResp = resp_cls.TopicProduceResponse, resp_cls.PartitionProduceResponse
+
+    whole_error: int | None = None
+    if ctx.api_version < MIN_SERVED_VERSION:
+        whole_error = int(ErrorCode.UNSUPPORTED_VERSION)
+    elif acks not in (-1, 0, 1):
+        whole_error = int(ErrorCode.INVALID_REQUIRED_ACKS)
+    elif request.transactional_id is not None:
+        # transactions are not served yet; InitProducerId refuses transactional ids too
+        whole_error = int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+
+    responses = []
+    waits = []
+    failed = False
+    for t in request.topic_data:
+        parts = []
+        for pd in t.partition_data:
+            if whole_error is not None:
+                parts.append(PartResp(index=pd.index, error_code=whole_error, base_offset=-1))
+                failed = True
+                continue
+            if pd.records is None:
+                parts.append(PartResp(index=pd.index, error_code=int(ErrorCode.CORRUPT_MESSAGE),
+                                      base_offset=-1, error_message="null record set"))
+                failed = True
+                continue
+            res = rm.append(t.name, pd.index, pd.records, acks=acks)
+            if res.error is not None:
+                err: KafkaError = res.error
+                ctx.log_once(f"produce-{err.error_code.name}", logging.INFO,
+                             "produce to %s-%d from %s rejected: %s (%s)", t.name, pd.index,
+                             ctx.client_host, err.error_code.name, err)
+                parts.append(PartResp(index=pd.index, error_code=int(err.error_code),
+                                      base_offset=-1, error_message=str(err) or None))
+                failed = True
+                continue
+            if acks == -1:
+                p = rm.get(t.name, pd.index)
+                if p is not None:
+                    waits.append((p, res.last_offset))
+            parts.append(PartResp(index=pd.index, error_code=0, base_offset=res.base_offset,
+                                  log_append_time_ms=res.log_append_time,
+                                  log_start_offset=res.log_start_offset))
+        responses.append(TopicResp(name=t.name, partition_responses=parts))
+
+    if acks == 0:
+        if failed:
+            raise CloseConnection()
+        return None
+    if waits and not await rm.wait_replicated(waits, max(0, request.timeout_ms)):
+        late = {(p.topic, p.index) for p, off in waits if p.log.high_watermark <= off}
+        for tr in responses:
+            for pr in tr.partition_responses:
+                if (tr.name, pr.index) in late and pr.error_code == 0:
+                    pr.error_code = int(ErrorCode.REQUEST_TIMED_OUT)
+    return resp_cls(responses=responses, throttle_time_ms=0)

@@ -1,0 +1,85 @@
+"""CreateTopics, DeleteTopics, CreatePartitions: validated by the controller, per-topic errors."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from typing import Any
+
+from sparklog.broker.config import validate_topic_configs
+from sparklog.broker.dispatch import ApiKey, RequestContext, api_spec, register
+from sparklog.protocol.errors import ErrorCode, KafkaError
+
+log = logging.getLogger(__name__)
+
+
+def _error(exc: KafkaError) -> tuple[int, str]:
+    return int(exc.error_code), str(exc) or exc.error_code.name
+
+
+@register(ApiKey.CREATE_TOPICS, 2, 4)
+async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
+    resp_cls = api_spec(ApiKey.CREATE_TOPICS).response
+    Result = resp_cls.CreatableTopicResult
+    broker = ctx.broker
+    counts = Counter(t.name for t in request.topics)
+    results = []
+    for t in request.topics:
+        if counts[t.name] > 1:
+            results.append(Result(name=t.name, error_code=int(ErrorCode.INVALID_REQUEST),
+                                  error_message="topic appears more than once in the request"))
+            continue
+        try:
+            configs = validate_topic_configs({c.name: c.value for c in t.configs})
+            assignments = {a.partition_index: list(a.broker_ids) for a in t.assignments}
+            info = broker.create_topic(t.name, t.num_partitions, t.replication_factor, configs,
+                                       assignments=assignments or None,
+                                       validate_only=bool(request.validate_only))
+        except KafkaError as exc:
+            code, msg = _error(exc)
+            results.append(Result(name=t.name, error_code=code, error_message=msg))
+            continue
+        rf = len(info.partitions[0].replicas) if info.partitions else -1
+        results.append(Result(name=t.name, error_code=0, error_message=None,
+                              num_partitions=len(info.partitions), replication_factor=rf,
+                              configs=[]))
+    return resp_cls(throttle_time_ms=0, topics=results)
+
+
+@register(ApiKey.DELETE_TOPICS, 1, 3)
+async def handle_delete_topics(ctx: RequestContext, request: Any) -> Any:
+    resp_cls = api_spec(ApiKey.DELETE_TOPICS).response
+    Result = resp_cls.DeletableTopicResult
+    broker = ctx.broker
+    results = []
+    for name in request.topic_names:
+        try:
+            await broker.delete_topic(name)
+            results.append(Result(name=name, error_code=0))
+        except KafkaError as exc:
+            results.append(Result(name=name, error_code=int(exc.error_code)))
+    return resp_cls(throttle_time_ms=0, responses=results)
+
+
+@register(ApiKey.CREATE_PARTITIONS, 0, 1)
+async def handle_create_partitions(ctx: RequestContext, request: Any) -> Any:
+    resp_cls = api_spec(ApiKey.CREATE_PARTITIONS).response
+    Result = resp_cls.CreatePartitionsTopicResult
+    broker = ctx.broker
+    counts = Counter(t.name for t in request.topics)
+    results = []
+    for t in request.topics:
+        if counts[t.name] > 1:
+            results.append(Result(name=t.name, error_code=int(ErrorCode.INVALID_REQUEST),
+                                  error_message="topic appears more than once in the request"))
+            continue
+        try:
+            assignments = ([list(a.broker_ids) for a in t.assignments]
+                           if t.assignments is not None else None)
+            broker.create_partitions(t.name, t.count, assignments,
+                                     validate_only=bool(request.validate_only))
+            results.append(Result(name=t.name, error_code=0, error_message=None))
+        except KafkaError as exc:
+            code, msg = _error(exc)
+            results.append(Result(name=t.name, error_code=code, error_message=msg))
+    return resp_cls(throttle_time_ms=0, results=results)

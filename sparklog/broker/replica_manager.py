@@ -1,0 +1,239 @@
+"""Partitions this broker hosts, their role (leader/follower), epochs and high watermarks.
+
+Single node today: every partition's only replica is here, so it is the leader and the
+high watermark follows the log end offset on each append. The model is nevertheless the one
+replication needs: a partition has a role and a leader epoch taken from the controller's
+metadata; only a leader accepts produce and consumer fetches; followers (replica id >= 0
+in Fetch) are tracked by log end offset, and the HW is the smallest LEO over the ISR.
+Clients that send a leader epoch are checked against ours (FENCED_LEADER_EPOCH when theirs
+is older, UNKNOWN_LEADER_EPOCH when newer), exactly as Kafka does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sparklog.broker.delayed import Waiters
+from sparklog.protocol.errors import (
+    FencedLeaderEpochError,
+    InvalidTopicError,
+    KafkaError,
+    NotEnoughReplicasError,
+    NotLeaderOrFollowerError,
+    UnknownLeaderEpochError,
+    UnknownTopicOrPartitionError,
+)
+
+if TYPE_CHECKING:
+    from sparklog.broker.broker import Broker
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Partition", "ReplicaManager", "AppendResult"]
+
+LEADER = "leader"
+FOLLOWER = "follower"
+
+
+@dataclass(slots=True)
+class AppendResult:
+    error: KafkaError | None = None
+    base_offset: int = -1
+    last_offset: int = -1
+    log_append_time: int = -1
+    log_start_offset: int = -1
+
+
+class Partition:
+    """One hosted replica: its log, role, epoch, and who waits for it to grow."""
+
+    __slots__ = ("topic", "index", "topic_id", "log", "role", "leader_id", "leader_epoch",
+                 "replicas", "isr", "follower_leo", "waiters", "internal")
+
+    def __init__(self, topic: str, index: int, topic_id: bytes, plog: Any, *,
+                 internal: bool = False) -> None:
+        self.topic = topic
+        self.index = index
+        self.topic_id = topic_id
+        self.log = plog
+        self.role = LEADER
+        self.leader_id = -1
+        self.leader_epoch = 0
+        self.replicas: list[int] = []
+        self.isr: list[int] = []
+        self.follower_leo: dict[int, int] = {}
+        self.waiters = Waiters()
+        self.internal = internal
+
+    def __repr__(self) -> str:
+        return f"Partition({self.topic}-{self.index}, {self.role}, epoch={self.leader_epoch})"
+
+    @property
+    def is_leader(self) -> bool:
+        return self.role == LEADER
+
+    def check_epoch(self, current_leader_epoch: int) -> None:
+        if current_leader_epoch < 0:
+            return
+        if current_leader_epoch < self.leader_epoch:
+            raise FencedLeaderEpochError(
+                f"{self.topic}-{self.index}: epoch {current_leader_epoch} is older than {self.leader_epoch}"
+            )
+        if current_leader_epoch > self.leader_epoch:
+            raise UnknownLeaderEpochError(
+                f"{self.topic}-{self.index}: epoch {current_leader_epoch} is newer than {self.leader_epoch}"
+            )
+
+    def maybe_advance_hw(self) -> None:
+        """HW = smallest LEO over the ISR (only this replica while single node)."""
+        leo = self.log.log_end_offset
+        hw = leo
+        for replica in self.isr:
+            if replica in self.follower_leo:
+                hw = min(hw, self.follower_leo[replica])
+        if hw > self.log.high_watermark:
+            self.log.update_high_watermark(hw)
+
+
+class ReplicaManager:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.node_id = broker.node_id
+        self._partitions: dict[tuple[str, int], Partition] = {}
+        self._by_topic: dict[str, dict[int, Partition]] = {}
+
+    # -- lookups ------------------------------------------------------------------------
+
+    def partitions(self) -> list[Partition]:
+        return list(self._partitions.values())
+
+    def get(self, topic: str, partition: int) -> Partition | None:
+        return self._partitions.get((topic, partition))
+
+    def leader_partition(self, topic: str, partition: int, current_leader_epoch: int = -1) -> Partition:
+        """The partition if this broker leads it; typed Kafka errors otherwise."""
+        p = self._partitions.get((topic, partition))
+        if p is None:
+            raise UnknownTopicOrPartitionError(f"{topic}-{partition} is not hosted here")
+        if not p.is_leader:
+            raise NotLeaderOrFollowerError(f"{topic}-{partition}: this broker is not the leader")
+        p.check_epoch(current_leader_epoch)
+        return p
+
+    def hosted_partition(self, topic: str, partition: int, current_leader_epoch: int = -1) -> Partition:
+        p = self._partitions.get((topic, partition))
+        if p is None:
+            raise UnknownTopicOrPartitionError(f"{topic}-{partition} is not hosted here")
+        p.check_epoch(current_leader_epoch)
+        return p
+
+    # -- metadata -----------------------------------------------------------------------
+
+    def apply_partition_state(self, topic: str, topic_id: bytes, index: int, leader: int,
+                              leader_epoch: int, replicas: list[int], isr: list[int],
+                              *, internal: bool = False) -> Partition | None:
+        """Become leader or follower for a partition as the metadata says (creating its log)."""
+        if self.node_id not in replicas:
+            self.remove(topic, index, delete=True)
+            return None
+        key = (topic, index)
+        p = self._partitions.get(key)
+        if p is None:
+            plog = self.broker.open_log(topic, index, topic_id)
+            p = Partition(topic, index, topic_id, plog, internal=internal)
+            self._partitions[key] = p
+            self._by_topic.setdefault(topic, {})[index] = p
+        new_role = LEADER if leader == self.node_id else FOLLOWER
+        epoch_changed = leader_epoch != p.leader_epoch or new_role != p.role
+        p.role, p.leader_id, p.replicas, p.isr = new_role, leader, list(replicas), list(isr)
+        p.leader_epoch = leader_epoch
+        if new_role == LEADER:
+            p.follower_leo = {r: p.follower_leo.get(r, -1) for r in replicas if r != self.node_id}
+            if epoch_changed and leader_epoch > p.log.latest_epoch:
+                # the new leader's epoch starts at its LEO (KIP-101), before any write
+                p.log.assign_epoch_start_offset(leader_epoch, p.log.log_end_offset)
+            p.maybe_advance_hw()
+        # anyone long-polling on the old role/epoch must re-check
+        p.waiters.wake()
+        return p
+
+    def remove(self, topic: str, index: int, *, delete: bool) -> None:
+        p = self._partitions.pop((topic, index), None)
+        if p is None:
+            return
+        parts = self._by_topic.get(topic)
+        if parts is not None:
+            parts.pop(index, None)
+            if not parts:
+                del self._by_topic[topic]
+        p.waiters.wake()
+        self.broker.close_log(p.log, topic, index, delete=delete)
+
+    def remove_topic(self, topic: str) -> None:
+        for index in list(self._by_topic.get(topic, {})):
+            self.remove(topic, index, delete=True)
+
+    def update_log_config(self, topic: str, config: Any) -> None:
+        for p in self._by_topic.get(topic, {}).values():
+            setter = getattr(p.log, "update_config", None)
+            if setter is not None:
+                setter(config)
+            else:
+                p.log.config = config
+
+    # -- produce ------------------------------------------------------------------------
+
+    def append(self, topic: str, index: int, records: Any, *, acks: int,
+               internal_ok: bool = False) -> AppendResult:
+        """Append one produce entry as leader; errors are returned, never raised."""
+        try:
+            p = self._partitions.get((topic, index))
+            if p is None:
+                raise UnknownTopicOrPartitionError(f"{topic}-{index} does not exist")
+            if p.internal and not internal_ok:
+                raise InvalidTopicError(f"cannot append to internal topic {topic}")
+            if not p.is_leader:
+                raise NotLeaderOrFollowerError(f"{topic}-{index}: this broker is not the leader")
+            if acks == -1:
+                min_isr = self.broker.min_insync_replicas(topic)
+                if len(p.isr) < min_isr:
+                    raise NotEnoughReplicasError(
+                        f"{topic}-{index}: ISR size {len(p.isr)} < min.insync.replicas {min_isr}"
+                    )
+            info = p.log.append_as_leader(records, p.leader_epoch)
+            p.maybe_advance_hw()
+            p.waiters.wake()
+            return AppendResult(None, info.first_offset, info.last_offset,
+                                getattr(info, "log_append_time", -1),
+                                p.log.log_start_offset)
+        except KafkaError as exc:
+            return AppendResult(exc)
+
+    async def wait_replicated(self, entries: Iterable[tuple[Partition, int]], timeout_ms: int) -> bool:
+        """acks=all: wait until every partition's HW passed its last appended offset."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_ms / 1000
+        pending = [(p, off) for p, off in entries if p.log.high_watermark <= off]
+        while pending:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            await pending[0][0].waiters.wait(remaining)
+            pending = [(p, off) for p, off in pending if p.log.high_watermark <= off]
+        return True
+
+    # -- follower fetch bookkeeping -----------------------------------------------------
+
+    def record_follower_fetch(self, p: Partition, replica_id: int, fetch_offset: int) -> None:
+        if replica_id in p.follower_leo:
+            p.follower_leo[replica_id] = fetch_offset
+            p.maybe_advance_hw()
+            p.waiters.wake()
+
+    def now_ms(self) -> int:
+        return int(time.time() * 1000)

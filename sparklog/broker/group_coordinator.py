@@ -1073,3 +1073,33 @@ class GroupCoordinator:
             group.protocol_type or "", group.generation_id, group.protocol_name,
             group.leader_id, group.state_timestamp_ms if group.state_timestamp_ms is not None
             else -1, members), self.clock.now_ms())
+
+
+# --------------------------------------------------------------------------- broker wiring
+
+
+def create_group_coordinator(broker: Any) -> GroupCoordinator:
+    """The coordinator of a ``Broker``: records go to ``__consumer_offsets`` through the
+    broker's replica manager; the topic is created on the first write, not at startup."""
+    from sparklog.broker.group_offsets import OFFSETS_TOPIC, PartitionLogRecordLog
+
+    cfg = CoordinatorConfig.from_broker_config(broker.config)
+
+    def existing_log(partition: int) -> Any:
+        if broker.controller.topic(OFFSETS_TOPIC) is None:
+            return None
+        p = broker.replica_manager.get(OFFSETS_TOPIC, partition)
+        return None if p is None else p.log
+
+    def append(partition: int, batch: bytes) -> None:
+        broker.ensure_offsets_topic()
+        res = broker.replica_manager.append(OFFSETS_TOPIC, partition, batch, acks=1,
+                                            internal_ok=True)
+        if res.error is not None:
+            raise res.error
+
+    info = broker.controller.topic(OFFSETS_TOPIC)
+    # An existing topic keeps its partition count even if the config changed since.
+    partitions = len(info.partitions) if info is not None else cfg.offsets_topic_num_partitions
+    store = GroupStore(PartitionLogRecordLog(existing_log, append), partitions)
+    return GroupCoordinator(cfg, store)

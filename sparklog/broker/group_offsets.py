@@ -269,64 +269,60 @@ class MemoryRecordLog:
 class PartitionLogRecordLog:
     """Records in real ``__consumer_offsets`` partition logs, one batch per append.
 
-    ``log_for(partition)`` returns the storage layer's PartitionLog (the broker's
-    ``internal_log``); batches are encoded with the record codec and appended as the
-    broker appends a client batch.
+    ``log_for(partition)`` returns the storage layer's PartitionLog, or None while the
+    topic does not exist (nothing to replay); ``append(partition, batch)`` appends one
+    encoded batch as leader (the broker routes it through its replica manager so the high
+    watermark moves); without it the batch goes straight to ``log_for(p).append_as_leader``.
     """
 
-    def __init__(self, log_for: Callable[[int], Any]) -> None:
+    def __init__(self, log_for: Callable[[int], Any],
+                 append: Callable[[int, bytes], None] | None = None) -> None:
         self._log_for = log_for
+        self._append = append
 
     def append(self, partition: int, records: list[tuple[bytes, bytes | None]],
                timestamp_ms: int) -> None:
         from sparklog.protocol import records as rec
 
-        plog = self._log_for(partition)
         batch = rec.encode_batch(
-            [rec.Record(offset_delta=i, timestamp=timestamp_ms, key=k, value=v, headers=[])
+            [rec.Record(key=k, value=v, timestamp=timestamp_ms, offset_delta=i)
              for i, (k, v) in enumerate(records)],
-            base_offset=0,
+            now_ms=timestamp_ms,
         )
-        _append_batch(plog, batch)
+        if self._append is not None:
+            self._append(partition, batch)
+            return
+        plog = self._log_for(partition)
+        if plog is None:
+            raise RuntimeError(f"{OFFSETS_TOPIC}-{partition} does not exist")
+        plog.append_as_leader(batch, max(getattr(plog, "latest_epoch", 0) or 0, 0),
+                              origin="coordinator")
 
     def scan(self, partition: int) -> Iterator[tuple[bytes, bytes | None]]:
         from sparklog.protocol import records as rec
 
         plog = self._log_for(partition)
-        for raw in _read_batches(plog):
-            batch = rec.decode_batch(raw)
-            if batch.is_control:
-                continue
-            for r in batch.records:
-                if r.key is not None:
-                    yield bytes(r.key), (None if r.value is None else bytes(r.value))
-
-
-def _append_batch(plog: Any, batch: bytes) -> None:
-    """Append one encoded batch to a storage PartitionLog (offsets assigned by the log)."""
-    plog.append(bytearray(batch))
-
-
-def _read_batches(plog: Any) -> Iterator[bytes]:
-    """Every batch of a PartitionLog from its log start to its end, in order."""
-    offset = plog.log_start_offset
-    end = plog.log_end_offset
-    from sparklog.protocol.records import iter_batch_views
-
-    while offset < end:
-        data = plog.read(offset, 1 << 20)
-        buf = bytes(data) if not isinstance(data, bytes) else data
-        if not buf:
-            break
-        progressed = False
-        for view in iter_batch_views(buf):
-            if view.next_offset <= offset:
-                continue
-            yield bytes(view.raw())
-            offset = view.next_offset
-            progressed = True
-        if not progressed:
-            break
+        if plog is None:
+            return
+        offset = plog.log_start_offset
+        while offset < plog.log_end_offset:
+            data = plog.read(offset, 1 << 20)
+            buf = data.read_bytes() if hasattr(data, "read_bytes") else bytes(data)
+            if not buf:
+                break
+            progressed = False
+            for batch in rec.decode_batches(buf, allow_partial_tail=True):
+                if batch.next_offset <= offset:
+                    continue
+                offset = batch.next_offset
+                progressed = True
+                if batch.is_control:
+                    continue
+                for r in batch.records:
+                    if r.key is not None:
+                        yield bytes(r.key), (None if r.value is None else bytes(r.value))
+            if not progressed:
+                break
 
 
 # --------------------------------------------------------------------------- the store

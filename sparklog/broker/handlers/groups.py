@@ -1,0 +1,272 @@
+"""Group APIs: FindCoordinator, Join/Sync/Heartbeat/LeaveGroup, OffsetCommit/Fetch, admin.
+
+Thin translations between wire messages and ``GroupCoordinator`` calls; all semantics
+live in the coordinator.  Version ranges are the ones measured to work with
+confluent-kafka, kafka-python, aiokafka and kcat (research/kafka-protocol-clients.md).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from sparklog.broker.dispatch import ApiKey, RequestContext, api_spec, register
+from sparklog.broker.group_coordinator import GroupCoordinator, create_group_coordinator
+from sparklog.broker.group_offsets import NO_LEADER_EPOCH, OffsetAndMetadata
+from sparklog.protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+INT32_MIN = -(1 << 31)
+KEY_TYPE_GROUP = 0
+KEY_TYPE_TRANSACTION = 1
+
+
+def coordinator(ctx: RequestContext) -> GroupCoordinator | None:
+    """The broker's coordinator, created and loaded on first use if the broker has none."""
+    broker = ctx.broker
+    gc = getattr(broker, "group_coordinator", None)
+    if gc is None:
+        try:
+            gc = broker.group_coordinator = create_group_coordinator(broker)
+        except Exception:  # noqa: BLE001 - answered as COORDINATOR_NOT_AVAILABLE
+            log.exception("cannot create the group coordinator")
+            return None
+    try:
+        gc.ensure_loaded()
+    except Exception:  # noqa: BLE001
+        log.exception("loading __consumer_offsets failed")
+        return None
+    return gc
+
+
+def _host(ctx: RequestContext) -> str:
+    host = ctx.client_host or ""
+    return host if host.startswith("/") else "/" + host
+
+
+def _resp(api_key: int) -> Any:
+    return api_spec(api_key).response
+
+
+# --------------------------------------------------------------------------- FindCoordinator
+
+
+@register(ApiKey.FIND_COORDINATOR, 0, 1)
+async def handle_find_coordinator(ctx: RequestContext, request: Any) -> Any:
+    cls = _resp(ApiKey.FIND_COORDINATOR)
+    key_type = getattr(request, "key_type", KEY_TYPE_GROUP)
+    if key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
+        return cls(error_code=int(ErrorCode.INVALID_REQUEST),
+                   error_message=f"unknown coordinator key type {key_type}",
+                   node_id=-1, host="", port=-1)
+    if key_type == KEY_TYPE_GROUP and coordinator(ctx) is None:
+        return cls(error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE), error_message=None,
+                   node_id=-1, host="", port=-1)
+    broker = ctx.broker
+    # Single node: this broker coordinates every group (and, later, every transaction).
+    node_id, host, port = broker.node_id, None, None
+    for b in broker.controller.live_broker_list():
+        if b.node_id == node_id:
+            host, port = b.host, b.port
+    if host is None:
+        host, port = broker.config.advertised_listener(broker.port)
+    return cls(error_code=int(ErrorCode.NONE), error_message=None, node_id=node_id,
+               host=host, port=port)
+
+
+# --------------------------------------------------------------------------- membership
+
+
+@register(ApiKey.JOIN_GROUP, 0, 5)
+async def handle_join_group(ctx: RequestContext, request: Any) -> Any:
+    cls = _resp(ApiKey.JOIN_GROUP)
+    gc = coordinator(ctx)
+    if gc is None:
+        return cls(error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE), generation_id=-1,
+                   protocol_name="", leader="", member_id=request.member_id)
+    rebalance_timeout = request.rebalance_timeout_ms if ctx.api_version >= 1 else -1
+    res = await gc.join_group(
+        request.group_id, request.member_id or "", request.group_instance_id,
+        ctx.client_id or "", _host(ctx), rebalance_timeout, request.session_timeout_ms,
+        request.protocol_type, [(p.name, p.metadata) for p in request.protocols],
+        require_known_member_id=ctx.api_version >= 4,
+    )
+    Member = cls.JoinGroupResponseMember
+    return cls(
+        throttle_time_ms=0,
+        error_code=int(res.error),
+        generation_id=res.generation_id,
+        protocol_type=res.protocol_type,
+        protocol_name=res.protocol_name or ("" if ctx.api_version < 7 else None),
+        leader=res.leader_id,
+        member_id=res.member_id,
+        members=[Member(member_id=m.member_id, group_instance_id=m.group_instance_id,
+                        metadata=m.metadata) for m in res.members],
+    )
+
+
+@register(ApiKey.SYNC_GROUP, 0, 3)
+async def handle_sync_group(ctx: RequestContext, request: Any) -> Any:
+    cls = _resp(ApiKey.SYNC_GROUP)
+    gc = coordinator(ctx)
+    if gc is None:
+        return cls(error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE), assignment=b"")
+    res = await gc.sync_group(
+        request.group_id, request.generation_id, request.member_id, request.group_instance_id,
+        {a.member_id: bytes(a.assignment) for a in request.assignments},
+        protocol_type=request.protocol_type, protocol_name=request.protocol_name,
+    )
+    return cls(throttle_time_ms=0, error_code=int(res.error),
+               protocol_type=res.protocol_type, protocol_name=res.protocol_name,
+               assignment=res.assignment)
+
+
+@register(ApiKey.HEARTBEAT, 0, 3)
+async def handle_heartbeat(ctx: RequestContext, request: Any) -> Any:
+    cls = _resp(ApiKey.HEARTBEAT)
+    gc = coordinator(ctx)
+    if gc is None:
+        return cls(error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE))
+    err = gc.heartbeat(request.group_id, request.generation_id, request.member_id,
+                       request.group_instance_id)
+    return cls(throttle_time_ms=0, error_code=int(err))
+
+
+@register(ApiKey.LEAVE_GROUP, 0, 1)
+async def handle_leave_group(ctx: RequestContext, request: Any) -> Any:
+    cls = _resp(ApiKey.LEAVE_GROUP)
+    gc = coordinator(ctx)
+    if gc is None:
+        return cls(error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE))
+    if ctx.api_version < 3:
+        members: list[tuple[str, str | None]] = [(request.member_id, None)]
+    else:
+        members = [(m.member_id, m.group_instance_id) for m in request.members]
+    err, errors = gc.leave_group(request.group_id, members)
+    if ctx.api_version < 3:
+        # One member: its own error is the response's error.
+        return cls(throttle_time_ms=0, error_code=int(err if err != ErrorCode.NONE else errors[0]))
+    Resp = cls.MemberResponse
+    return cls(throttle_time_ms=0, error_code=int(err), members=[
+        Resp(member_id=mid, group_instance_id=iid, error_code=int(e))
+        for (mid, iid), e in zip(members, errors, strict=False)])
+
+
+# --------------------------------------------------------------------------- offsets
+
+
+def _partition_exists(ctx: RequestContext, topic: str, partition: int) -> bool:
+    info = ctx.broker.controller.topic(topic)
+    return info is not None and partition in info.partitions
+
+
+@register(ApiKey.OFFSET_COMMIT, 2, 3)
+async def handle_offset_commit(ctx: RequestContext, request: Any) -> Any:
+    cls = _resp(ApiKey.OFFSET_COMMIT)
+    RT, RP = cls.OffsetCommitResponseTopic, cls.OffsetCommitResponsePartition
+    gc = coordinator(ctx)
+    results: dict[tuple[str, int], ErrorCode] = {}
+    offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+    order: list[tuple[str, int]] = []
+    for t in request.topics:
+        for p in t.partitions:
+            tp = (t.name, p.partition_index)
+            order.append(tp)
+            if gc is None:
+                results[tp] = ErrorCode.COORDINATOR_NOT_AVAILABLE
+            elif not _partition_exists(ctx, t.name, p.partition_index):
+                results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                offsets[tp] = OffsetAndMetadata(
+                    p.committed_offset, getattr(p, "committed_leader_epoch", NO_LEADER_EPOCH),
+                    p.committed_metadata or "")
+    if gc is not None and offsets:
+        retention = request.retention_time_ms if 2 <= ctx.api_version <= 4 else -1
+        results.update(gc.commit_offsets(
+            request.group_id, request.generation_id_or_member_epoch, request.member_id or "",
+            request.group_instance_id, offsets, retention))
+    topics: dict[str, list[Any]] = {}
+    for tp in order:
+        topics.setdefault(tp[0], []).append(RP(partition_index=tp[1], error_code=int(results[tp])))
+    return cls(throttle_time_ms=0, topics=[RT(name=n, partitions=ps) for n, ps in topics.items()])
+
+
+@register(ApiKey.OFFSET_FETCH, 1, 3)
+async def handle_offset_fetch(ctx: RequestContext, request: Any) -> Any:
+    cls = _resp(ApiKey.OFFSET_FETCH)
+    RT, RP = cls.OffsetFetchResponseTopic, cls.OffsetFetchResponsePartition
+    gc = coordinator(ctx)
+    wanted = None if request.topics is None else [
+        (t.name, p) for t in request.topics for p in t.partition_indexes]
+    if gc is None:
+        err = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        found: dict[tuple[str, int], OffsetAndMetadata | None] = {tp: None for tp in wanted or []}
+    else:
+        err, found = gc.fetch_offsets(request.group_id, wanted)
+    part_err = err if ctx.api_version < 2 else ErrorCode.NONE
+    topics: dict[str, list[Any]] = {}
+    for (topic, partition), om in found.items():
+        topics.setdefault(topic, []).append(RP(
+            partition_index=partition,
+            committed_offset=-1 if om is None else om.offset,
+            committed_leader_epoch=NO_LEADER_EPOCH if om is None else om.leader_epoch,
+            metadata="" if om is None else om.metadata,
+            error_code=int(part_err)))
+    return cls(throttle_time_ms=0, error_code=int(err),
+               topics=[RT(name=n, partitions=ps) for n, ps in topics.items()])
+
+
+# --------------------------------------------------------------------------- admin
+
+
+@register(ApiKey.LIST_GROUPS, 0, 1)
+async def handle_list_groups(ctx: RequestContext, request: Any) -> Any:
+    cls = _resp(ApiKey.LIST_GROUPS)
+    gc = coordinator(ctx)
+    if gc is None:
+        return cls(error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE), groups=[])
+    states = getattr(request, "states_filter", None) or None
+    Listed = cls.ListedGroup
+    return cls(throttle_time_ms=0, error_code=int(ErrorCode.NONE), groups=[
+        Listed(group_id=g, protocol_type=pt, group_state=st)
+        for g, pt, st in gc.list_groups(states)])
+
+
+@register(ApiKey.DESCRIBE_GROUPS, 0, 3)
+async def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
+    cls = _resp(ApiKey.DESCRIBE_GROUPS)
+    DG, DM = cls.DescribedGroup, cls.DescribedGroupMember
+    gc = coordinator(ctx)
+    out = []
+    for gid in request.groups:
+        if gc is None:
+            out.append(DG(error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE), group_id=gid,
+                          group_state="", protocol_type="", protocol_data="", members=[],
+                          authorized_operations=INT32_MIN))
+            continue
+        d = gc.describe_group(gid)
+        out.append(DG(
+            error_code=int(d.error), group_id=gid, group_state=d.state,
+            protocol_type=d.protocol_type, protocol_data=d.protocol,
+            members=[DM(member_id=m.member_id, group_instance_id=m.group_instance_id,
+                        client_id=m.client_id, client_host=m.client_host,
+                        member_metadata=m.metadata, member_assignment=m.assignment)
+                     for m in d.members],
+            # Not computed (no ACLs): the schema's "unknown" sentinel, never -1 (which
+            # kafka-python decodes as an operation bit set and crashes on).
+            authorized_operations=INT32_MIN))
+    return cls(throttle_time_ms=0, groups=out)
+
+
+@register(ApiKey.DELETE_GROUPS, 0, 1)
+async def handle_delete_groups(ctx: RequestContext, request: Any) -> Any:
+    cls = _resp(ApiKey.DELETE_GROUPS)
+    R = cls.DeletableGroupResult
+    gc = coordinator(ctx)
+    if gc is None:
+        results = {g: ErrorCode.COORDINATOR_NOT_AVAILABLE for g in request.groups_names}
+    else:
+        results = gc.delete_groups(list(request.groups_names))
+    return cls(throttle_time_ms=0, results=[
+        R(group_id=g, error_code=int(results[g])) for g in request.groups_names])

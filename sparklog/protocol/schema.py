@@ -22,12 +22,13 @@ differ from their default, and tags we do not know survive a decode/encode round
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from sparklog.protocol.errors import MalformedFrameError, UnsupportedVersionError
 from sparklog.protocol.primitives import Reader, Writer
+from sparklog.protocol.schema_codegen import FIXED as _FIXED
+from sparklog.protocol.schema_codegen import STRUCT_DEFAULT, generate
 
 __all__ = [
     "MISSING", "ApiSpec", "Field", "Message", "MessageSchema", "TopLevel", "VersionRange",
@@ -41,9 +42,6 @@ PRIMITIVES = {
     "int8", "int16", "int32", "int64", "uint16", "uint32", "float64", "bool", "uuid",
     "string", "bytes", "records",
 }
-# struct format letters for the fixed-width primitives merged into one unpack
-_FIXED = {"int8": "b", "int16": "h", "int32": "i", "int64": "q", "uint16": "H",
-          "uint32": "I", "float64": "d", "bool": "?"}
 _ZERO_UUID = bytes(16)
 
 
@@ -192,12 +190,17 @@ class TopLevel(Message):
 
     @classmethod
     def read(cls, r: Reader, version: int) -> Any:
-        return cls._codec(version)[1](r)
+        buf = r.buf if type(r.buf) is memoryview else memoryview(r.buf)
+        obj, r.pos = cls._codec(version)[1](buf, r.pos, r.end)
+        return obj
 
     @classmethod
     def decode(cls, buf: bytes | bytearray | memoryview, version: int, pos: int = 0) -> Any:
         """Decode one body at ``pos``; trailing bytes are tolerated (clients send some)."""
-        return cls._codec(version)[1](Reader(buf, pos))
+        view = buf if type(buf) is memoryview else memoryview(buf)
+        if not 0 <= pos <= len(view):
+            raise MalformedFrameError(f"body offset {pos} outside a {len(view)}-byte frame")
+        return cls._codec(version)[1](view, pos, len(view))[0]
 
     def write(self, w: Writer, version: int) -> None:
         self._codec(version)[0](w, self)
@@ -261,172 +264,9 @@ def _make_class(name: str, qualname: str, fields: list[Field], base: type,
     return cls
 
 
-# --------------------------------------------------------------------------- codegen
-
-
-class _Gen:
-    """Generates the decode/encode functions of every struct of a message for one version."""
-
-    def __init__(self, top: type, version: int, flexible: bool,
-                 structs: dict[str, list[Field]]) -> None:
-        self.top = top
-        self.v = version
-        self.fx = flexible
-        self.structs = structs
-        self.glob: dict[str, Any] = {"Reader": Reader, "Writer": Writer, "_M": MISSING,
-                                     "_tag_dec": _tag_dec, "_tag_enc": _tag_enc,
-                                     "MalformedFrameError": MalformedFrameError}
-        self.src: list[str] = []
-        self.done: dict[int, str] = {}
-        self.n = 0
-
-    def sym(self, value: Any, prefix: str = "_g") -> str:
-        self.n += 1
-        name = f"{prefix}{self.n}"
-        self.glob[name] = value
-        return name
-
-    # per-field expressions ---------------------------------------------------------
-
-    def _prim_read(self, t: str, nullable: bool) -> str:
-        fx = self.fx
-        if t in _FIXED:
-            return {"bool": "r.boolean()"}.get(t, f"r.{t}()")
-        if t == "uuid":
-            return "r.uuid()"
-        if t == "string":
-            return f"r.{'compact_' if fx else ''}{'nullable_' if nullable else ''}string()"
-        if t == "bytes":
-            if fx:
-                return f"r.compact_{'nullable_' if nullable else ''}bytes()"
-            return "r.nullable_bytes()" if nullable else "r.bytes_()"
-        if t == "records":
-            return "r.compact_records()" if fx else "r.records()"
-        raise ValueError(t)
-
-    def _prim_write(self, t: str, nullable: bool, val: str) -> str:
-        fx = self.fx
-        if t in _FIXED or t == "uuid":
-            return f"w.{'boolean' if t == 'bool' else t}({val})"
-        if t == "string":
-            return f"w.{'compact_' if fx else ''}{'nullable_' if nullable else ''}string({val})"
-        if t == "bytes":
-            if fx:
-                return f"w.compact_{'nullable_' if nullable else ''}bytes({val})"
-            return f"w.nullable_bytes({val})" if nullable else f"w.bytes_({val})"
-        if t == "records":
-            return f"w.compact_records({val})" if fx else f"w.records({val})"
-        raise ValueError(t)
-
-    def read_expr(self, fld: Field) -> str:
-        nullable = self.v in fld.nullable
-        if not fld.is_array:
-            if fld.is_struct:
-                return f"{self.struct_fn(fld)[0]}(r)"
-            return self._prim_read(fld.elem, nullable)
-        kind = ("compact_" if self.fx else "") + ("nullable_" if nullable else "")
-        if fld.is_struct:
-            item = self.struct_fn(fld)[0]
-        else:
-            item = self.sym(eval("lambda r: " + self._prim_read(fld.elem, False), self.glob), "_ri")
-        return f"r.{kind}array({item})"
-
-    def write_stmt(self, fld: Field, val: str) -> str:
-        nullable = self.v in fld.nullable
-        if not fld.is_array:
-            if fld.is_struct:
-                return f"{self.struct_fn(fld)[1]}(w, {val})"
-            return self._prim_write(fld.elem, nullable, val)
-        kind = ("compact_" if self.fx else "") + ("nullable_" if nullable else "")
-        if fld.is_struct:
-            item = self.struct_fn(fld)[1]
-        else:
-            item = self.sym(eval("lambda w, x: " + self._prim_write(fld.elem, False, "x"), self.glob),
-                            "_wi")
-        return f"w.{kind}array({val}, {item})"
-
-    # structs -----------------------------------------------------------------------
-
-    def struct_fn(self, fld: Field) -> tuple[str, str]:
-        fields = _resolve(fld, self.structs)
-        key = id(fields)
-        if key not in self.done:
-            cls = self._class_for(fld.elem)
-            self.done[key] = fld.elem
-            self.gen_struct(fld.elem, cls, fields)
-        name = self.done[key]
-        return f"_dec_{name}", f"_enc_{name}"
-
-    def _class_for(self, name: str) -> type:
-        cls = getattr(self.top, name, None)
-        if cls is None:
-            raise ValueError(f"no class for struct {name}")
-        return cls
-
-    def gen_struct(self, name: str, cls: type, fields: list[Field]) -> None:
-        v = self.v
-        present = [x for x in fields if v in x.versions]
-        # A tagged field exists only in flexible versions (Kafka requires taggedVersions
-        # to be inside flexibleVersions); in older versions it is simply absent.
-        plain = [x for x in present if x.tag is None]
-        tagged = sorted((x for x in present if x.tag is not None and self.fx), key=lambda x: x.tag)
-        c = self.sym(cls, "_cls")
-        dec = [f"def _dec_{name}(r):"]
-        enc = [f"def _enc_{name}(w, o):"]
-        i = 0
-        while i < len(plain):
-            fld = plain[i]
-            if not fld.is_array and fld.elem in _FIXED:
-                j = i
-                while j < len(plain) and not plain[j].is_array and plain[j].elem in _FIXED:
-                    j += 1
-                group = plain[i:j]
-                if len(group) > 1:
-                    s = self.sym(struct.Struct(">" + "".join(_FIXED[g.elem] for g in group)), "_s")
-                    names = ", ".join(f"v_{g.name}" for g in group)
-                    dec.append(f"    {names}, = r.fixed({s})")
-                    enc.append(f"    w.fixed({s}, {', '.join('o.' + g.name for g in group)})")
-                    i = j
-                    continue
-            dec.append(f"    v_{fld.name} = {self.read_expr(fld)}")
-            enc.append(f"    {self.write_stmt(fld, 'o.' + fld.name)}")
-            i += 1
-        dec.append(f"    o = {c}({', '.join(f'{x.name}=v_{x.name}' for x in plain)})")
-        if self.fx:
-            dec.append("    tg = r.tagged_fields()")
-            dec.append("    if tg:")
-            for fld in tagged:
-                rd = self.sym(eval("lambda r: " + self.read_expr(fld), self.glob), "_rt")
-                dec.append(f"        if {fld.tag} in tg: o.{fld.name} = _tag_dec(tg.pop({fld.tag}), {rd})")
-            dec.append("        if tg: o._unknown_tags = tg")
-            enc.append("    tg = None")
-            for fld in tagged:
-                wr = self.sym(eval("lambda w, x: " + self.write_stmt(fld, "x"), self.glob), "_wt")
-                dflt = fld.default_value()
-                if dflt is MISSING:
-                    dflt = self._class_for(fld.elem)()
-                d = self.sym(dflt, "_dflt")
-                enc.append(f"    if o.{fld.name} != {d}:")
-                enc.append("        if tg is None: tg = {}")
-                enc.append(f"        tg[{fld.tag}] = _tag_enc(o.{fld.name}, {wr})")
-            enc.append("    u = o._unknown_tags")
-            enc.append("    if u: tg = {**u, **tg} if tg else u")
-            enc.append("    if tg: w.tagged_fields(tg)")
-            enc.append("    else: w.buf.append(0)")
-        enc.append("    return None")
-        dec.append("    return o")
-        self.src.append("\n".join(dec))
-        self.src.append("\n".join(enc))
-
-
-def _tag_dec(data: bytes, read: Any) -> Any:
-    return read(Reader(data))
-
-
-def _tag_enc(value: Any, write: Any) -> bytes:
-    w = Writer()
-    write(w, value)
-    return w.getvalue()
+def _default_of(fld: Field) -> Any:
+    d = fld.default_value()
+    return STRUCT_DEFAULT if d is MISSING else d
 
 
 def compile_message(schema: MessageSchema, *, api_key: int, versions: tuple[int, int],
@@ -449,14 +289,12 @@ def compile_message(schema: MessageSchema, *, api_key: int, versions: tuple[int,
     cls.FLEXIBLE_VERSION = flexible
     cls._codecs = {}
 
+    def resolve(fld: Field) -> list[Field]:
+        return _resolve(fld, structs)
+
     def compiler(version: int) -> tuple[Any, Any]:
         fx = flexible is not None and version >= flexible
-        g = _Gen(cls, version, fx, structs)
-        g.done[id(schema.fields)] = schema.name
-        g.gen_struct(schema.name, cls, schema.fields)
-        src = "\n\n".join(g.src) + "\n"
-        exec(compile(src, f"<sparklog codec {schema.name} v{version}>", "exec"), g.glob)
-        return g.glob[f"_enc_{schema.name}"], g.glob[f"_dec_{schema.name}"]
+        return generate(cls, schema.name, schema.fields, version, fx, resolve, _default_of, Writer)
 
     cls._compiler = staticmethod(compiler)
     return cls

@@ -13,9 +13,10 @@ chunks: byte buffers and the external record payloads (e.g. file slices for
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
-from sparklog.protocol.errors import UnsupportedVersionError
+from sparklog.protocol.errors import MalformedFrameError, UnsupportedVersionError
 from sparklog.protocol.headers import (
     RequestHeader,
     peek_api_key_version,
@@ -84,6 +85,8 @@ _ALL: list[ApiSpec] = [
     metadata.DESCRIBE_CLUSTER,
 ]
 
+_HEADER_V1 = struct.Struct(">hhih")
+
 API_BY_KEY: dict[int, ApiSpec] = {spec.key: spec for spec in sorted(_ALL, key=lambda s: s.key)}
 API_BY_NAME: dict[str, ApiSpec] = {spec.name: spec for spec in API_BY_KEY.values()}
 
@@ -114,12 +117,36 @@ def decode_request_header(buf: bytes | bytearray | memoryview) -> tuple[RequestH
     Kafka's first flexible version of the API, which we know even for versions we do not
     serve; an unknown API is read as header v1), so the broker can always answer.
     """
-    api_key, api_version, _ = peek_api_key_version(buf)
+    n = len(buf)
+    if n < 10:
+        # too short for header v1; header v0 (8 bytes) is only ever used by APIs we
+        # do not declare, so let the generic reader produce the precise error
+        peek_api_key_version(buf)
+        return read_request_header(Reader(buf), 1), 0
+    api_key, api_version, correlation_id, client_len = _HEADER_V1.unpack_from(buf, 0)
+    pos = 10
+    if client_len >= 0:
+        if pos + client_len > n:
+            raise MalformedFrameError("truncated client_id in the request header")
+        try:
+            client_id: str | None = str(buf[10:10 + client_len], "utf-8")
+        except UnicodeDecodeError as exc:
+            raise MalformedFrameError("client_id is not valid UTF-8") from exc
+        pos += client_len
+    elif client_len == -1:
+        client_id = None
+    else:
+        raise MalformedFrameError(f"invalid client_id length {client_len}")
+    tags = None
     spec = API_BY_KEY.get(api_key)
-    header_version = spec.request_header_version(api_version) if spec else 1
-    r = Reader(buf)
-    header = read_request_header(r, header_version)
-    return header, r.pos
+    if spec is not None and spec.flexible is not None and api_version >= spec.flexible:
+        if pos < n and buf[pos] == 0:
+            pos += 1
+        else:
+            r = Reader(buf, pos)
+            tags = dict(r.tagged_fields())
+            pos = r.pos
+    return RequestHeader(api_key, api_version, correlation_id, client_id, tags), pos
 
 
 def decode_request(api_key: int, api_version: int, buf: bytes | bytearray | memoryview,

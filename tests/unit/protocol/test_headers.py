@@ -72,6 +72,9 @@ def test_request_frame_round_trip_flexible_and_not():
         assert (header.api_key, header.api_version, header.correlation_id) == (3, version, 9)
         assert header.client_id == "cli" and pos == header_len
         assert decode_request(3, version, body, pos) == req
+        for cut in range(pos):
+            with pytest.raises(MalformedFrameError):
+                decode_request_header(body[:cut])
 
 
 def test_api_versions_response_header_is_always_v0():

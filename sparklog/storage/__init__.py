@@ -4,6 +4,7 @@ format"). Knows record batches, nothing of brokers or sockets."""
 
 from .backend import FileSlice, LocalSegmentStore, RemoteSegmentStore, SegmentStore
 from .log_config import LogConfig
+from .log_manager import LogManager
 from .partition_log import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -20,6 +21,7 @@ __all__ = [
     "FileSlice",
     "LocalSegmentStore",
     "LogConfig",
+    "LogManager",
     "PartitionLog",
     "RemoteSegmentStore",
     "SegmentStore",

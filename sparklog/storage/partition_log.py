@@ -200,6 +200,7 @@ class PartitionLog:
         jitter = self.config.segment_jitter_ms
         self._roll_jitter_ms = random.randrange(jitter) if jitter > 0 else 0
         self.cleaning = False  # set by the cleaner while it works on this log
+        self.cleaner_checkpoint = 0  # first offset not yet compacted (cleaner-offset-checkpoint)
         os.makedirs(directory, exist_ok=True)
 
         meta_path = os.path.join(directory, PARTITION_METADATA)

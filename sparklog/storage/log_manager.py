@@ -1,0 +1,379 @@
+"""All partition logs of one broker across its ``log.dirs``, and the background work on them.
+
+Per log dir (formats in ``checkpoints``): ``meta.properties``, ``recovery-point-offset-checkpoint``,
+``replication-offset-checkpoint`` (high watermarks), ``log-start-offset-checkpoint``,
+``cleaner-offset-checkpoint``, and ``.kafka_cleanshutdown`` while the broker is stopped
+cleanly (its presence at start means no recovery is needed). Partition directories are
+``<topic>-<partition>``; a deleted partition is renamed ``<topic>-<partition>.<id>-delete``
+and removed in the background.
+
+One scheduler thread runs, each on its own interval: retention (``log.retention.check.interval.ms``),
+compaction (``log.cleaner.backoff.ms``), flush of sealed segments and ``flush.ms``
+(``log.flush.scheduler.interval.ms``), checkpoints (``log.flush.offset.checkpoint.interval.ms``
+etc.), delayed file deletion and producer-id expiration. ``shutdown()`` stops it (bounded join),
+flushes with fsync, writes every checkpoint and the clean-shutdown marker.
+
+Thread-safety: all methods are thread-safe (a manager lock guards the log table; each log
+guards itself). A task that fails is logged and retried on its next interval; it never kills
+the scheduler.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Callable
+
+from sparklog.protocol.errors import KafkaStorageError
+
+from .checkpoints import (
+    CLEAN_SHUTDOWN_MARKER,
+    CLEANER_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    META_PROPERTIES,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_CHECKPOINT,
+    atomic_write,
+    read_meta_properties,
+    read_offset_checkpoint,
+    topic_id_to_str,
+    write_meta_properties,
+    write_offset_checkpoint,
+)
+from .log_config import LogConfig
+from .partition_log import PartitionLog, parse_topic_partition
+
+__all__ = ["LogManager"]
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+
+
+class LogManager:
+    def __init__(
+        self,
+        log_dirs: list[str],
+        default_config: LogConfig | None = None,
+        *,
+        cluster_id: str | None = None,
+        node_id: int | None = None,
+        topic_configs: dict[str, LogConfig] | None = None,
+        retention_check_interval_ms: int = 300_000,
+        cleaner_backoff_ms: int = 15_000,
+        flush_check_interval_ms: int = 1_000,
+        checkpoint_interval_ms: int = 60_000,
+        replication_checkpoint_interval_ms: int = 5_000,
+        producer_expiration_check_interval_ms: int = 600_000,
+        cleaner_enable: bool = True,
+        time_ms: Callable[[], int] | None = None,
+    ) -> None:
+        """Open every partition found in ``log_dirs`` (recovering those not shut down
+        cleanly). ``start()`` then starts the background scheduler."""
+        if not log_dirs:
+            raise ValueError("at least one log dir is needed")
+        self.log_dirs = [os.path.abspath(d) for d in log_dirs]
+        self.default_config = default_config or LogConfig()
+        self.topic_configs: dict[str, LogConfig] = dict(topic_configs or {})
+        self.cluster_id = cluster_id
+        self.node_id = node_id
+        self.cleaner_enable = cleaner_enable
+        self._time_ms = time_ms or (lambda: int(time.time() * 1000))
+        self._intervals = {
+            "retention": retention_check_interval_ms,
+            "cleaner": cleaner_backoff_ms,
+            "flush": flush_check_interval_ms,
+            "checkpoint": checkpoint_interval_ms,
+            "hw_checkpoint": replication_checkpoint_interval_ms,
+            "producer_expiration": producer_expiration_check_interval_ms,
+            "delete_files": 1_000,
+        }
+        self._lock = threading.RLock()
+        self._logs: dict[TopicPartition, PartitionLog] = {}
+        self._log_dir_of: dict[TopicPartition, str] = {}
+        self._pending_dir_deletes: list[str] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._shut_down = False
+        for d in self.log_dirs:
+            os.makedirs(d, exist_ok=True)
+            self._check_meta_properties(d)
+        self._load_logs()
+
+    # ------------------------------------------------------------------ startup
+    def _check_meta_properties(self, d: str) -> None:
+        path = os.path.join(d, META_PROPERTIES)
+        props = read_meta_properties(path)
+        if props is None:
+            props = {"version": "1",
+                     "directory.id": topic_id_to_str(uuid.uuid4().bytes)}
+            if self.cluster_id is not None:
+                props["cluster.id"] = self.cluster_id
+            if self.node_id is not None:
+                props["node.id"] = str(self.node_id)
+            write_meta_properties(path, props)
+            return
+        if self.cluster_id is not None and props.get("cluster.id", self.cluster_id) != self.cluster_id:
+            raise KafkaStorageError(
+                f"{path} has cluster.id {props.get('cluster.id')}, expected {self.cluster_id}")
+        if self.node_id is not None and props.get("node.id", str(self.node_id)) != str(self.node_id):
+            raise KafkaStorageError(
+                f"{path} has node.id {props.get('node.id')}, expected {self.node_id}")
+        self.cluster_id = self.cluster_id or props.get("cluster.id")
+
+    def _load_logs(self) -> None:
+        for d in self.log_dirs:
+            marker = os.path.join(d, CLEAN_SHUTDOWN_MARKER)
+            clean = os.path.exists(marker)
+            recovery = read_offset_checkpoint(os.path.join(d, RECOVERY_POINT_CHECKPOINT))
+            starts = read_offset_checkpoint(os.path.join(d, LOG_START_OFFSET_CHECKPOINT))
+            hws = read_offset_checkpoint(os.path.join(d, REPLICATION_CHECKPOINT))
+            cleaned = read_offset_checkpoint(os.path.join(d, CLEANER_CHECKPOINT))
+            t0 = time.monotonic()
+            for name in sorted(os.listdir(d)):
+                path = os.path.join(d, name)
+                if not os.path.isdir(path):
+                    continue
+                if name.endswith("-delete"):
+                    shutil.rmtree(path, ignore_errors=True)
+                    continue
+                try:
+                    tp = parse_topic_partition(name)
+                except ValueError:
+                    continue
+                if tp in self._logs:
+                    raise KafkaStorageError(
+                        f"duplicate log directories for {tp}: {path} and {self._log_dir_of[tp]}")
+                plog = PartitionLog(
+                    path, self._config_for(tp[0]), topic=tp[0], partition=tp[1],
+                    recovery_point=recovery.get(tp, 0), log_start_offset=starts.get(tp),
+                    high_watermark=hws.get(tp), clean_shutdown=clean and tp in recovery,
+                    time_ms=self._time_ms)
+                plog.cleaner_checkpoint = cleaned.get(tp, 0)
+                self._logs[tp] = plog
+                self._log_dir_of[tp] = d
+            if clean:
+                os.remove(marker)
+            log.info("loaded %d logs from %s in %.0f ms (clean shutdown: %s)",
+                     sum(1 for v in self._log_dir_of.values() if v == d), d,
+                     (time.monotonic() - t0) * 1000, clean)
+
+    def _config_for(self, topic: str) -> LogConfig:
+        return self.topic_configs.get(topic, self.default_config)
+
+    # ------------------------------------------------------------------ log table
+    def get_log(self, topic: str, partition: int) -> PartitionLog | None:
+        with self._lock:
+            return self._logs.get((topic, partition))
+
+    def logs(self) -> dict[TopicPartition, PartitionLog]:
+        with self._lock:
+            return dict(self._logs)
+
+    def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None,
+                          topic_id: bytes | str | None = None) -> PartitionLog:
+        """The log of ``topic``-``partition``, created in the log dir holding the fewest
+        partitions when absent. ``config`` (when given) becomes the topic's config."""
+        with self._lock:
+            if self._shut_down:
+                raise KafkaStorageError("log manager is shut down")
+            if config is not None:
+                self.topic_configs[topic] = config
+            tp = (topic, partition)
+            existing = self._logs.get(tp)
+            if existing is not None:
+                if config is not None and existing.config != config:
+                    existing.config = config
+                return existing
+            counts = {d: 0 for d in self.log_dirs}
+            for d in self._log_dir_of.values():
+                counts[d] += 1
+            d = min(self.log_dirs, key=lambda x: (counts[x], self.log_dirs.index(x)))
+            plog = PartitionLog(os.path.join(d, f"{topic}-{partition}"), self._config_for(topic),
+                                topic=topic, partition=partition, topic_id=topic_id,
+                                time_ms=self._time_ms)
+            self._logs[tp] = plog
+            self._log_dir_of[tp] = d
+            return plog
+
+    def update_config(self, topic: str, config: LogConfig) -> None:
+        """AlterConfigs: new settings apply to the topic's logs from now on."""
+        with self._lock:
+            self.topic_configs[topic] = config
+            for (t, _p), plog in self._logs.items():
+                if t == topic:
+                    plog.config = config
+
+    def delete_log(self, topic: str, partition: int) -> bool:
+        """Close the log and remove its directory (renamed ``...-delete`` first, so a crash
+        mid-removal leaves nothing that loads as a partition). False when absent."""
+        with self._lock:
+            tp = (topic, partition)
+            plog = self._logs.pop(tp, None)
+            d = self._log_dir_of.pop(tp, None)
+        if plog is None or d is None:
+            return False
+        plog.close()
+        target = os.path.join(d, f"{topic}-{partition}.{uuid.uuid4().hex}-delete")
+        try:
+            os.replace(plog.directory, target)
+        except OSError as exc:
+            raise KafkaStorageError(f"cannot delete {plog.directory}: {exc}") from exc
+        with self._lock:
+            self._pending_dir_deletes.append(target)
+        if self._thread is None:
+            self._delete_dirs()
+        return True
+
+    def log_dir_of(self, topic: str, partition: int) -> str | None:
+        with self._lock:
+            return self._log_dir_of.get((topic, partition))
+
+    # ------------------------------------------------------------------ scheduler
+    def start(self) -> None:
+        with self._lock:
+            if self._thread is not None:
+                return
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._run, name="sparklog-log-manager",
+                                            daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        now = self._time_ms()
+        due = {name: now + interval for name, interval in self._intervals.items()}
+        tasks = {
+            "retention": self.run_retention,
+            "cleaner": self.run_cleaner,
+            "flush": self.run_flush,
+            "checkpoint": self.write_checkpoints,
+            "hw_checkpoint": self.write_hw_checkpoints,
+            "producer_expiration": self.run_producer_expiration,
+            "delete_files": self.run_file_deletion,
+        }
+        while not self._stop.is_set():
+            now = self._time_ms()
+            for name, fn in tasks.items():
+                if self._stop.is_set():
+                    break
+                if now >= due[name]:
+                    try:
+                        fn()
+                    except Exception:
+                        log.exception("log manager task %s failed", name)
+                    due[name] = self._time_ms() + self._intervals[name]
+            wait_ms = max(10, min(due.values()) - self._time_ms())
+            self._stop.wait(min(wait_ms, 500) / 1000)
+
+    def run_retention(self) -> int:
+        deleted = 0
+        for plog in self.logs().values():
+            if plog.closed:
+                continue
+            deleted += plog.delete_old_segments()
+        if deleted:
+            self.write_log_start_checkpoints()
+        return deleted
+
+    def run_cleaner(self) -> int:
+        if not self.cleaner_enable:
+            return 0
+        from .cleaner import clean_log
+
+        n = 0
+        for plog in self.logs().values():
+            if plog.closed or not plog.config.compact:
+                continue
+            if clean_log(plog) is not None:
+                n += 1
+        if n:
+            self.write_cleaner_checkpoints()
+        return n
+
+    def run_flush(self) -> int:
+        n = 0
+        for plog in self.logs().values():
+            if not plog.closed and plog.flush_if_due():
+                n += 1
+        return n
+
+    def run_producer_expiration(self) -> int:
+        return sum(p.remove_expired_producers() for p in self.logs().values() if not p.closed)
+
+    def run_file_deletion(self) -> int:
+        n = sum(p.delete_pending_files() for p in self.logs().values())
+        self._delete_dirs()
+        return n
+
+    def _delete_dirs(self) -> None:
+        with self._lock:
+            dirs, self._pending_dir_deletes = self._pending_dir_deletes, []
+        for d in dirs:
+            shutil.rmtree(d, ignore_errors=True)
+
+    # ------------------------------------------------------------------ checkpoints
+    def _per_dir(self, value: Callable[[PartitionLog], int]) -> dict[str, dict[TopicPartition, int]]:
+        out: dict[str, dict[TopicPartition, int]] = {d: {} for d in self.log_dirs}
+        with self._lock:
+            items = [(tp, p, self._log_dir_of[tp]) for tp, p in self._logs.items()]
+        for tp, plog, d in items:
+            out[d][tp] = value(plog)
+        return out
+
+    def write_checkpoints(self) -> None:
+        self.write_recovery_checkpoints()
+        self.write_log_start_checkpoints()
+        self.write_hw_checkpoints()
+        self.write_cleaner_checkpoints()
+
+    def write_recovery_checkpoints(self) -> None:
+        for d, entries in self._per_dir(lambda p: p.recovery_point).items():
+            write_offset_checkpoint(os.path.join(d, RECOVERY_POINT_CHECKPOINT), entries)
+
+    def write_log_start_checkpoints(self) -> None:
+        for d, entries in self._per_dir(lambda p: p.log_start_offset).items():
+            write_offset_checkpoint(os.path.join(d, LOG_START_OFFSET_CHECKPOINT), entries)
+
+    def write_hw_checkpoints(self) -> None:
+        for d, entries in self._per_dir(lambda p: p.high_watermark).items():
+            write_offset_checkpoint(os.path.join(d, REPLICATION_CHECKPOINT), entries)
+
+    def write_cleaner_checkpoints(self) -> None:
+        for d, entries in self._per_dir(lambda p: p.cleaner_checkpoint).items():
+            write_offset_checkpoint(os.path.join(d, CLEANER_CHECKPOINT), entries)
+
+    # ------------------------------------------------------------------ shutdown
+    def shutdown(self, timeout_s: float = 30.0) -> None:
+        """Stop the scheduler, fsync every log, write checkpoints and the clean-shutdown
+        marker, close the logs. Idempotent."""
+        with self._lock:
+            if self._shut_down:
+                return
+            self._shut_down = True
+            thread = self._thread
+        self._stop.set()
+        if thread is not None:
+            thread.join(timeout_s)
+            if thread.is_alive():
+                log.error("log manager scheduler did not stop within %.0f s", timeout_s)
+        clean = True
+        for plog in self.logs().values():
+            try:
+                plog.flush()
+            except KafkaStorageError:
+                log.exception("flush of %s failed at shutdown", plog)
+                clean = False
+        self.write_checkpoints()
+        for plog in self.logs().values():
+            plog.close()
+        self._delete_dirs()
+        if clean:
+            for d in self.log_dirs:
+                atomic_write(os.path.join(d, CLEAN_SHUTDOWN_MARKER), b"")
+        self._thread = None
+
+    close = shutdown

@@ -105,7 +105,7 @@ class Broker:
         await self._stop_group_coordinator()
         if self.log_manager is not None:
             try:
-                self.log_manager.close()
+                self.log_manager.shutdown()
             except Exception:
                 log.exception("closing logs failed")
             self.log_manager = None
@@ -118,19 +118,27 @@ class Broker:
 
     def _open_log_manager(self) -> None:
         from sparklog.storage.log_config import LogConfig
+        from sparklog.storage.log_manager import LogManager
 
         self._base_log_config = LogConfig.from_broker_props(self._log_props())
-        try:
-            from sparklog.storage.log_manager import LogManager
-        except ImportError:
-            log.warning("storage LogManager not available; using plain partition logs")
-            self.log_manager = _PlainLogs(self.data_dirs[0])
-            return
-        self.log_manager = LogManager(self.data_dirs, self._base_log_config,
-                                      **self._log_manager_kwargs())
-        start = getattr(self.log_manager, "startup", None) or getattr(self.log_manager, "start", None)
-        if start is not None:
-            start()
+        topic_configs = {name: self.log_config_for(name) for name in self.controller.topics()}
+        cfg = self.config
+        self.log_manager = LogManager(
+            self.data_dirs, self._base_log_config,
+            cluster_id=self.controller.cluster_id, node_id=self.node_id,
+            topic_configs=topic_configs,
+            retention_check_interval_ms=int(cfg.get("log.retention.check.interval.ms")),
+            checkpoint_interval_ms=int(cfg.get("log.flush.offset.checkpoint.interval.ms")),
+            cleaner_enable=bool(cfg.get("log.cleaner.enable")),
+        )
+        # logs of topics the metadata no longer has (deleted while we were down) go away
+        known = self.controller.topics()
+        for topic, partition in list(self.log_manager.logs()):
+            info = known.get(topic)
+            if info is None or partition not in info.partitions:
+                log.info("deleting stray log %s-%d (not in the metadata)", topic, partition)
+                self.log_manager.delete_log(topic, partition)
+        self.log_manager.start()
 
     def _log_props(self) -> dict[str, str]:
         raw = self.config.raw()
@@ -138,23 +146,18 @@ class Broker:
             "message.max.bytes", "min.insync.replicas", "compression.type",
             "unclean.leader.election.enable", "producer.id.expiration.ms")}
 
-    def _log_manager_kwargs(self) -> dict[str, Any]:
-        return {}
-
     def log_config_for(self, topic: str) -> Any:
         info = self.controller.topic(topic)
         overrides = info.configs if info is not None else {}
         return self._base_log_config.with_overrides(overrides) if overrides else self._base_log_config
 
     def open_log(self, topic: str, partition: int, topic_id: bytes) -> Any:
-        return self.log_manager.get_or_create(topic, partition, self.log_config_for(topic),
-                                              topic_id=topic_id)
+        return self.log_manager.get_or_create_log(topic, partition, self.log_config_for(topic),
+                                                  topic_id=topic_id)
 
     def close_log(self, plog: Any, topic: str, partition: int, *, delete: bool) -> None:
-        if self.log_manager is None:
-            return
-        if delete:
-            self.log_manager.delete(topic, partition)
+        if self.log_manager is not None and delete:
+            self.log_manager.delete_log(topic, partition)
 
     def min_insync_replicas(self, topic: str) -> int:
         cfg = self.log_config_for(topic)
@@ -295,30 +298,3 @@ class Broker:
                 log.exception("group coordinator shutdown failed")
         self.group_coordinator = None
 
-
-class _PlainLogs:
-    """Stand-in for storage's LogManager (no checkpoints, no background work)."""
-
-    def __init__(self, root: str) -> None:
-        self.root = root
-        self.logs: dict[tuple[str, int], Any] = {}
-
-    def get_or_create(self, topic: str, partition: int, config: Any, *, topic_id: bytes) -> Any:
-        from sparklog.storage.partition_log import PartitionLog
-
-        key = (topic, partition)
-        if key not in self.logs:
-            self.logs[key] = PartitionLog(os.path.join(self.root, f"{topic}-{partition}"), config,
-                                          topic=topic, partition=partition, topic_id=topic_id)
-        return self.logs[key]
-
-    def delete(self, topic: str, partition: int) -> None:
-        plog = self.logs.pop((topic, partition), None)
-        if plog is not None:
-            plog.delete()
-
-    def close(self) -> None:
-        for plog in self.logs.values():
-            plog.flush()
-            plog.close()
-        self.logs.clear()

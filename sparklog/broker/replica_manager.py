@@ -179,12 +179,7 @@ class ReplicaManager:
             self.remove(topic, index, delete=True)
 
     def update_log_config(self, topic: str, config: Any) -> None:
-        for p in self._by_topic.get(topic, {}).values():
-            setter = getattr(p.log, "update_config", None)
-            if setter is not None:
-                setter(config)
-            else:
-                p.log.config = config
+        self.broker.log_manager.update_config(topic, config)
 
     # -- produce ------------------------------------------------------------------------
 

@@ -1,7 +1,15 @@
-"""admin"""
+"""Topic and config administration: DeleteRecords (21), CreateTopics (19),
+DeleteTopics (20), DescribeConfigs (32), AlterConfigs (33), CreatePartitions (37).
+"""
 
 from sparklog.protocol.schema import api, f, schema
 
+# CreateTopics
+#   v2  (oldest Kafka 4 accepts) topics with partitions/replication or explicit
+#       assignments, configs, validate_only; per-topic error_message
+#   v3  same layout (throttling after the response)
+#   v4  same layout; -1 partitions / replication factor = broker defaults (KIP-464)
+#   v5  flexible; the response echoes partitions, replication and configs (KIP-525)
 CREATE_TOPICS = api(
     19, "CreateTopics", versions=(2, 5), flexible=5,
     request=schema("CreateTopicsRequest", [
@@ -44,6 +52,11 @@ CreateTopicsRequest = CREATE_TOPICS.request
 CreateTopicsResponse = CREATE_TOPICS.response
 
 
+# DeleteTopics
+#   v1  response throttle_time_ms
+#   v2  same layout (throttling after the response)
+#   v3  same layout (TOPIC_DELETION_DISABLED may be returned)
+#   v4  flexible
 DELETE_TOPICS = api(
     20, "DeleteTopics", versions=(1, 4), flexible=4,
     request=schema("DeleteTopicsRequest", [
@@ -62,6 +75,11 @@ DeleteTopicsRequest = DELETE_TOPICS.request
 DeleteTopicsResponse = DELETE_TOPICS.response
 
 
+# CreatePartitions (KIP-195)
+#   v0  new total count per topic, optional assignments, validate_only
+#   v1  same layout (throttling after the response)
+#   v2  flexible
+#   v3  same layout (the controller may answer in KRaft mode)
 CREATE_PARTITIONS = api(
     37, "CreatePartitions", versions=(0, 3), flexible=2,
     request=schema("CreatePartitionsRequest", [
@@ -88,6 +106,11 @@ CreatePartitionsRequest = CREATE_PARTITIONS.request
 CreatePartitionsResponse = CREATE_PARTITIONS.response
 
 
+# DescribeConfigs (resource_type 2 = topic, 4 = broker)
+#   v1  include_synonyms; configs report config_source and synonyms (KIP-226)
+#   v2  same layout (throttling after the response)
+#   v3  include_documentation; configs report config_type and documentation (KIP-569)
+#   v4  flexible
 DESCRIBE_CONFIGS = api(
     32, "DescribeConfigs", versions=(1, 4), flexible=4,
     request=schema("DescribeConfigsRequest", [
@@ -127,6 +150,10 @@ DescribeConfigsRequest = DESCRIBE_CONFIGS.request
 DescribeConfigsResponse = DESCRIBE_CONFIGS.response
 
 
+# AlterConfigs (replaces every config of the resource; IncrementalAlterConfigs is not declared)
+#   v0  resources with (name, value) pairs, validate_only
+#   v1  same layout (throttling after the response)
+#   v2  flexible
 ALTER_CONFIGS = api(
     33, "AlterConfigs", versions=(0, 2), flexible=2,
     request=schema("AlterConfigsRequest", [
@@ -154,6 +181,10 @@ AlterConfigsRequest = ALTER_CONFIGS.request
 AlterConfigsResponse = ALTER_CONFIGS.response
 
 
+# DeleteRecords (KIP-107: move the log start offset forward)
+#   v0  partition + offset -> new low watermark
+#   v1  same layout (throttling after the response)
+#   v2  flexible
 DELETE_RECORDS = api(
     21, "DeleteRecords", versions=(0, 2), flexible=2,
     request=schema("DeleteRecordsRequest", [

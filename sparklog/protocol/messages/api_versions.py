@@ -1,7 +1,18 @@
-"""ApiVersions (key 18)"""
+"""ApiVersions (key 18): which APIs and versions the broker serves.
+
+Every client sends it first on a new connection.  An unsupported (too new) request
+version is answered in v0 layout with UNSUPPORTED_VERSION plus the full list (KIP-511),
+and the response header is always v0, even for flexible versions.
+"""
 
 from sparklog.protocol.schema import api, f, schema
 
+# ApiVersions
+#   v0  error code + (api key, min, max) list
+#   v1  response adds throttle_time_ms
+#   v2  same layout (the broker may throttle this API too)
+#   v3  flexible; the request names the client software (KIP-511); the response may
+#       carry feature flags as tagged fields (KIP-584)
 API_VERSIONS = api(
     18, "ApiVersions", versions=(0, 3), flexible=3,
     request=schema("ApiVersionsRequest", [

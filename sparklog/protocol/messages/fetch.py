@@ -1,7 +1,26 @@
-"""Fetch"""
+"""Reading partitions: Fetch (key 1), ListOffsets (key 2), OffsetForLeaderEpoch (key 23).
+
+The ``records`` field of a Fetch response may hold any object with an integer ``size``
+(e.g. a file slice); ``Writer.chunks()`` keeps it out of the byte buffer so the server can
+``os.sendfile`` it.
+"""
 
 from sparklog.protocol.schema import api, f, schema
 
+# Fetch
+#   v4  isolation_level; partitions report last_stable_offset and aborted_transactions
+#       (exactly-once, KIP-98); record sets are RecordBatch v2 from here on
+#   v5  log_start_offset in request (followers) and response (KIP-107)
+#   v6  same layout (KAFKA_STORAGE_ERROR may be returned)
+#   v7  incremental fetch sessions: session id/epoch, forgotten topics (KIP-227);
+#       sparklog always answers session_id 0 (no session)
+#   v8  same layout (quota throttling after the response)
+#   v9  current_leader_epoch per partition for fencing (KIP-320)
+#   v10 same layout (ZSTD record sets allowed, KIP-110)
+#   v11 rack_id; response names a preferred_read_replica (KIP-392)
+#   v12 flexible; last_fetched_epoch (truncation detection, KIP-595); tagged diverging
+#       epoch / current leader / snapshot id in the response
+#   v13 topics addressed by topic_id instead of name (KIP-516)
 FETCH = api(
     1, "Fetch", versions=(4, 13), flexible=12,
     request=schema("FetchRequest", [
@@ -62,7 +81,8 @@ FETCH = api(
                     f("first_offset", "int64", "4+"),
                 ]),
                 f("preferred_read_replica", "int32", "11+", default=-1),
-                f("records", "records", nullable="0+"),
+                # never null: librdkafka rejects a null record set (empty is fine)
+                f("records", "records", nullable="0+", default=b""),
             ]),
         ]),
     ]),
@@ -71,6 +91,14 @@ FetchRequest = FETCH.request
 FetchResponse = FETCH.response
 
 
+# ListOffsets (timestamps: -1 latest, -2 earliest, -3 max timestamp from v7)
+#   v1  one (timestamp, offset) answer per partition instead of an offset list
+#   v2  isolation_level in the request; throttle_time_ms in the response
+#   v3  same layout (throttling after the response)
+#   v4  current_leader_epoch in the request, leader_epoch in the response (KIP-320)
+#   v5  same layout (OFFSET_NOT_AVAILABLE may be returned)
+#   v6  flexible
+#   v7  same layout; accepts timestamp -3 = offset of the max timestamp (KIP-734)
 LIST_OFFSETS = api(
     2, "ListOffsets", versions=(1, 7), flexible=6,
     request=schema("ListOffsetsRequest", [
@@ -103,6 +131,12 @@ ListOffsetsRequest = LIST_OFFSETS.request
 ListOffsetsResponse = LIST_OFFSETS.response
 
 
+# OffsetForLeaderEpoch (end offset of a leader epoch: log truncation detection)
+#   v0  partition + leader_epoch -> end_offset
+#   v1  response also returns the leader_epoch the end offset belongs to (KIP-279)
+#   v2  current_leader_epoch for fencing (KIP-320); response throttle_time_ms
+#   v3  replica_id (-1 = consumer, -2 = debug; followers send their id)
+#   v4  flexible
 OFFSET_FOR_LEADER_EPOCH = api(
     23, "OffsetForLeaderEpoch", versions=(0, 4), flexible=4,
     request=schema("OffsetForLeaderEpochRequest", [

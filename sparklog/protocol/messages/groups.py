@@ -1,7 +1,15 @@
-"""groups"""
+"""Consumer-group coordination (classic protocol): FindCoordinator (10), JoinGroup (11),
+Heartbeat (12), LeaveGroup (13), SyncGroup (14), DescribeGroups (15), ListGroups (16),
+DeleteGroups (42).
+"""
 
 from sparklog.protocol.schema import api, f, schema
 
+# FindCoordinator
+#   v0  group coordinator by group id
+#   v1  key_type (0 group, 1 transaction); response gets throttle_time_ms, error_message
+#   v2  same layout (throttling after the response)
+#   v3  flexible (v4+ batches keys, not declared here)
 FIND_COORDINATOR = api(
     10, "FindCoordinator", versions=(0, 3), flexible=3,
     request=schema("FindCoordinatorRequest", [
@@ -21,6 +29,15 @@ FindCoordinatorRequest = FIND_COORDINATOR.request
 FindCoordinatorResponse = FIND_COORDINATOR.response
 
 
+# JoinGroup
+#   v0  session timeout only
+#   v1  rebalance_timeout_ms
+#   v2  response throttle_time_ms
+#   v3  same layout (throttling after the response)
+#   v4  same layout; an empty member id gets MEMBER_ID_REQUIRED plus an id (KIP-394)
+#   v5  group_instance_id for static membership (KIP-345)
+#   v6  flexible
+#   v7  response names the protocol_type (KIP-559)
 JOIN_GROUP = api(
     11, "JoinGroup", versions=(0, 7), flexible=6,
     request=schema("JoinGroupRequest", [
@@ -54,6 +71,12 @@ JoinGroupRequest = JOIN_GROUP.request
 JoinGroupResponse = JOIN_GROUP.response
 
 
+# SyncGroup
+#   v1  response throttle_time_ms
+#   v2  same layout (throttling after the response)
+#   v3  group_instance_id (KIP-345)
+#   v4  flexible
+#   v5  protocol_type / protocol_name in request and response (KIP-559)
 SYNC_GROUP = api(
     14, "SyncGroup", versions=(0, 5), flexible=4,
     request=schema("SyncGroupRequest", [
@@ -80,6 +103,11 @@ SyncGroupRequest = SYNC_GROUP.request
 SyncGroupResponse = SYNC_GROUP.response
 
 
+# Heartbeat
+#   v1  response throttle_time_ms
+#   v2  same layout (throttling after the response)
+#   v3  group_instance_id (KIP-345)
+#   v4  flexible
 HEARTBEAT = api(
     12, "Heartbeat", versions=(0, 4), flexible=4,
     request=schema("HeartbeatRequest", [
@@ -97,6 +125,11 @@ HeartbeatRequest = HEARTBEAT.request
 HeartbeatResponse = HEARTBEAT.response
 
 
+# LeaveGroup
+#   v1  response throttle_time_ms
+#   v2  same layout (throttling after the response)
+#   v3  batched: a list of members (member id + group instance id) leaves at once (KIP-345)
+#   v4  flexible
 LEAVE_GROUP = api(
     13, "LeaveGroup", versions=(0, 4), flexible=4,
     request=schema("LeaveGroupRequest", [
@@ -121,6 +154,11 @@ LeaveGroupRequest = LEAVE_GROUP.request
 LeaveGroupResponse = LEAVE_GROUP.response
 
 
+# ListGroups
+#   v1  response throttle_time_ms
+#   v2  same layout (throttling after the response)
+#   v3  flexible
+#   v4  states_filter in the request, group_state in the response (KIP-518)
 LIST_GROUPS = api(
     16, "ListGroups", versions=(0, 4), flexible=3,
     request=schema("ListGroupsRequest", [
@@ -140,6 +178,12 @@ ListGroupsRequest = LIST_GROUPS.request
 ListGroupsResponse = LIST_GROUPS.response
 
 
+# DescribeGroups
+#   v1  response throttle_time_ms
+#   v2  same layout (throttling after the response)
+#   v3  include_authorized_operations; groups carry authorized_operations (KIP-430)
+#   v4  members carry group_instance_id (KIP-345)
+#   v5  flexible
 DESCRIBE_GROUPS = api(
     15, "DescribeGroups", versions=(0, 5), flexible=5,
     request=schema("DescribeGroupsRequest", [
@@ -170,6 +214,10 @@ DescribeGroupsRequest = DESCRIBE_GROUPS.request
 DescribeGroupsResponse = DESCRIBE_GROUPS.response
 
 
+# DeleteGroups
+#   v0  group ids -> per-group error
+#   v1  same layout (throttling after the response)
+#   v2  flexible
 DELETE_GROUPS = api(
     42, "DeleteGroups", versions=(0, 2), flexible=2,
     request=schema("DeleteGroupsRequest", [

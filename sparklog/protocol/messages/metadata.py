@@ -1,7 +1,22 @@
-"""Metadata"""
+"""Cluster metadata: Metadata (key 3) and DescribeCluster (key 60).
+"""
 
 from sparklog.protocol.schema import api, f, schema
 
+# Metadata
+#   v1  null topic list = all topics, empty = none; brokers get a rack, topics is_internal,
+#       the response names the controller
+#   v2  response adds cluster_id
+#   v3  response adds throttle_time_ms
+#   v4  request adds allow_auto_topic_creation (KIP-204)
+#   v5  partitions list offline_replicas
+#   v6  same layout (throttling happens after the response)
+#   v7  partitions carry leader_epoch (KIP-320)
+#   v8  authorized-operations bitfields on request (flags) and response (KIP-430)
+#   v9  flexible
+#   v10 topic ids (KIP-516)
+#   v11 cluster authorized operations move to DescribeCluster and leave this API
+#   v12 topic name may be null in the response when a topic is addressed by id
 METADATA = api(
     3, "Metadata", versions=(1, 12), flexible=9,
     request=schema("MetadataRequest", [
@@ -46,6 +61,9 @@ MetadataRequest = METADATA.request
 MetadataResponse = METADATA.response
 
 
+# DescribeCluster (flexible from v0; KIP-700)
+#   v0  cluster id, controller, brokers, cluster authorized operations
+#   v1  endpoint_type in request and response (brokers vs. controllers, KIP-919)
 DESCRIBE_CLUSTER = api(
     60, "DescribeCluster", versions=(0, 1), flexible=0,
     request=schema("DescribeClusterRequest", [

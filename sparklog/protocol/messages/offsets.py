@@ -1,7 +1,16 @@
-"""offsets"""
+"""Committed offsets: OffsetCommit (key 8) and OffsetFetch (key 9).
+"""
 
 from sparklog.protocol.schema import api, f, schema
 
+# OffsetCommit (generation -1 and empty member id = standalone commit, no group members)
+#   v2  retention_time_ms (ignored by modern brokers)
+#   v3  response throttle_time_ms
+#   v4  same layout (throttling after the response)
+#   v5  retention_time_ms removed (KIP-211)
+#   v6  committed_leader_epoch per partition (KIP-320)
+#   v7  group_instance_id (KIP-345)
+#   v8  flexible
 OFFSET_COMMIT = api(
     8, "OffsetCommit", versions=(2, 8), flexible=8,
     request=schema("OffsetCommitRequest", [
@@ -35,6 +44,14 @@ OffsetCommitRequest = OFFSET_COMMIT.request
 OffsetCommitResponse = OFFSET_COMMIT.response
 
 
+# OffsetFetch
+#   v1  offsets kept by the coordinator (not ZooKeeper)
+#   v2  topics may be null = every partition of the group; top-level error_code
+#   v3  response throttle_time_ms
+#   v4  same layout (throttling after the response)
+#   v5  committed_leader_epoch per partition (KIP-320)
+#   v6  flexible
+#   v7  require_stable: wait for pending transactional commits (KIP-447)
 OFFSET_FETCH = api(
     9, "OffsetFetch", versions=(1, 7), flexible=6,
     request=schema("OffsetFetchRequest", [

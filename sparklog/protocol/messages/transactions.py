@@ -1,7 +1,15 @@
-"""txn"""
+"""Idempotent and transactional producers: InitProducerId (22), AddPartitionsToTxn (24),
+AddOffsetsToTxn (25), EndTxn (26), WriteTxnMarkers (27), TxnOffsetCommit (28).
+"""
 
 from sparklog.protocol.schema import api, f, schema
 
+# InitProducerId (KIP-98)
+#   v0  transactional id (null = idempotent only) and transaction timeout -> id + epoch
+#   v1  same layout (throttling after the response)
+#   v2  flexible
+#   v3  producer_id/producer_epoch of the caller, to bump its epoch after errors (KIP-360)
+#   v4  same layout (PRODUCER_FENCED may be returned, KIP-588)
 INIT_PRODUCER_ID = api(
     22, "InitProducerId", versions=(0, 4), flexible=2,
     request=schema("InitProducerIdRequest", [
@@ -21,6 +29,11 @@ InitProducerIdRequest = INIT_PRODUCER_ID.request
 InitProducerIdResponse = INIT_PRODUCER_ID.response
 
 
+# AddPartitionsToTxn (field names as Kafka spells them since KIP-890 made v4+ batched)
+#   v0  transactional id, producer id/epoch, topics with partitions
+#   v1  same layout (throttling after the response)
+#   v2  same layout (PRODUCER_FENCED semantics, KIP-588)
+#   v3  flexible
 ADD_PARTITIONS_TO_TXN = api(
     24, "AddPartitionsToTxn", versions=(0, 3), flexible=3,
     request=schema("AddPartitionsToTxnRequest", [
@@ -52,6 +65,11 @@ AddPartitionsToTxnRequest = ADD_PARTITIONS_TO_TXN.request
 AddPartitionsToTxnResponse = ADD_PARTITIONS_TO_TXN.response
 
 
+# AddOffsetsToTxn
+#   v0  adds a group's offsets partition to the transaction
+#   v1  same layout (throttling after the response)
+#   v2  same layout (PRODUCER_FENCED semantics, KIP-588)
+#   v3  flexible
 ADD_OFFSETS_TO_TXN = api(
     25, "AddOffsetsToTxn", versions=(0, 3), flexible=3,
     request=schema("AddOffsetsToTxnRequest", [
@@ -69,6 +87,11 @@ AddOffsetsToTxnRequest = ADD_OFFSETS_TO_TXN.request
 AddOffsetsToTxnResponse = ADD_OFFSETS_TO_TXN.response
 
 
+# EndTxn
+#   v0  committed true = commit, false = abort
+#   v1  same layout (throttling after the response)
+#   v2  same layout (PRODUCER_FENCED semantics, KIP-588)
+#   v3  flexible
 END_TXN = api(
     26, "EndTxn", versions=(0, 3), flexible=3,
     request=schema("EndTxnRequest", [
@@ -86,6 +109,11 @@ EndTxnRequest = END_TXN.request
 EndTxnResponse = END_TXN.response
 
 
+# TxnOffsetCommit
+#   v0  offsets committed inside a transaction
+#   v1  same layout (throttling after the response)
+#   v2  committed_leader_epoch per partition (KIP-320)
+#   v3  flexible; generation_id, member_id, group_instance_id for fencing (KIP-447)
 TXN_OFFSET_COMMIT = api(
     28, "TxnOffsetCommit", versions=(0, 3), flexible=3,
     request=schema("TxnOffsetCommitRequest", [
@@ -121,6 +149,9 @@ TxnOffsetCommitRequest = TXN_OFFSET_COMMIT.request
 TxnOffsetCommitResponse = TXN_OFFSET_COMMIT.response
 
 
+# WriteTxnMarkers (coordinator -> partition leaders: write COMMIT/ABORT control batches)
+#   v0  markers per producer with topics/partitions and the coordinator epoch
+#   v1  flexible
 WRITE_TXN_MARKERS = api(
     27, "WriteTxnMarkers", versions=(0, 1), flexible=1,
     request=schema("WriteTxnMarkersRequest", [

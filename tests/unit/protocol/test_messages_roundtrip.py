@@ -61,3 +61,23 @@ def test_default_instances_encode_in_every_version():
             for cls in (spec.request, spec.response):
                 data = cls().encode(version)
                 assert cls.decode(data, version) == cls()
+
+
+@pytest.mark.parametrize("key", sorted(API_BY_KEY))
+def test_mutated_frames_raise_only_malformed(key):
+    """Flip random bytes of valid bodies: decoding either succeeds or raises the typed error."""
+    spec = API_BY_KEY[key]
+    rng = random.Random(f"mutate/{key}")
+    for version in range(spec.min_version, spec.max_version + 1):
+        for cls in (spec.request, spec.response):
+            data = bytearray(make_message(rng, cls, version).encode(version))
+            if not data:
+                continue
+            for _ in range(40):
+                mutated = bytearray(data)
+                for _ in range(rng.randint(1, 3)):
+                    mutated[rng.randrange(len(mutated))] = rng.randrange(256)
+                try:
+                    cls.decode(bytes(mutated), version)
+                except MalformedFrameError:
+                    pass

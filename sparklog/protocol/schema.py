@@ -12,12 +12,18 @@ notation of Kafka's protocol guide ("3+", "0-12", "none").  Types:
 
 From the declaration each message becomes a class (``__slots__``, keyword constructor,
 omitted fields take the schema default) with one nested class per struct, e.g.
-``ProduceRequest.TopicProduceData``.  The codec for a version is generated as Python source
-the first time that version is used, so a decode is a straight run of ``Reader`` calls with
-consecutive fixed-width fields merged into one ``struct.unpack_from``; no per-field dispatch
-at run time.  In flexible versions strings/bytes/arrays/records switch to their compact
-forms and every struct ends with a tag section; tagged fields are written only when they
-differ from their default, and tags we do not know survive a decode/encode round trip.
+``ProduceRequest.TopicProduceData`` (every struct class is also an attribute of the
+top-level class).  The codec of a version is generated as straight-line Python the first
+time that version is used (``schema_codegen``): no per-field dispatch at run time.  In
+flexible versions strings/bytes/arrays/records switch to their compact forms and every
+struct ends with a tag section; tagged fields are written only when they differ from their
+default, and tags we do not know survive a decode/encode round trip.
+
+Why generated at import/first use rather than checked-in generated modules: the
+declarations stay the single source, there is no generator output to keep in sync, and
+the generated source of any (message, version) can still be read by calling
+``schema_codegen.generate`` — its code objects are named ``<sparklog codec NAME vN>`` in
+tracebacks.
 """
 
 from __future__ import annotations

@@ -385,7 +385,16 @@ class _Gen:
                         f"{ind}pos += {size}"]
             fn = self._prim_reader(t, nullable)
             return [f"{ind}{target}, pos = {fn}(buf, pos, end)"]
-        lines = [f"{ind}n, pos = _rcount(buf, pos, end, {fx}, {nullable})"]
+        # fast path inline (a plausible count), everything else through _rcount
+        if fx:
+            lines = [f"{ind}if pos < end and 0 < buf[pos] < 0x80 and buf[pos] <= end - pos:",
+                     f"{ind}    n = buf[pos] - 1",
+                     f"{ind}    pos += 1"]
+        else:
+            lines = [f"{ind}if pos + 4 <= end and 0 <= (n := _I32.unpack_from(buf, pos)[0]) <= end - pos - 4:",
+                     f"{ind}    pos += 4"]
+        lines += [f"{ind}else:",
+                  f"{ind}    n, pos = _rcount(buf, pos, end, {fx}, {nullable})"]
         inner = ind + "    "
         if nullable:
             lines.append(f"{ind}if n < 0: {target} = None")
@@ -520,17 +529,21 @@ class _Gen:
             i += 1
         dec.append(f"    o = {c}({', '.join(f'{x.name}=v_{x.name}' for x in plain)})")
         if self.fx:
-            dec.append("    tg, pos = _rtags(buf, pos, end)")
-            dec.append("    if tg is not None:")
+            # the common case, an empty tag section, costs one byte compare
+            dec.append("    if pos < end and buf[pos] == 0:")
+            dec.append("        pos += 1")
+            dec.append("    else:")
+            dec.append("        tg, pos = _rtags(buf, pos, end)")
+            dec.append("        if tg is not None:")
             for fld in tagged:
                 sub_dec = [f"def _rt_{name}_{fld.name}(buf, pos, end):"]
                 sub_dec += self.dec_value(fld, "val", "    ")
                 sub_dec.append("    return val, pos")
                 self.src.append("\n".join(sub_dec))
-                dec.append(f"        if {fld.tag} in tg:")
-                dec.append(f"            data = memoryview(tg.pop({fld.tag}))")
-                dec.append(f"            o.{fld.name} = _rt_{name}_{fld.name}(data, 0, len(data))[0]")
-            dec.append("        if tg: o._unknown_tags = tg")
+                dec.append(f"            if {fld.tag} in tg:")
+                dec.append(f"                data = memoryview(tg.pop({fld.tag}))")
+                dec.append(f"                o.{fld.name} = _rt_{name}_{fld.name}(data, 0, len(data))[0]")
+            dec.append("            if tg: o._unknown_tags = tg")
             if not tagged:
                 enc.append("    if o._unknown_tags: _wtags(b, o._unknown_tags)")
                 enc.append("    else: b.append(0)")

@@ -76,7 +76,7 @@ class Connection(asyncio.BufferedProtocol):
         self._worker: asyncio.Task[None] | None = None
         self._reading_paused = False
         self._write_ready: asyncio.Future[None] | None = None
-        self.logged_once: set[str] = set()
+        self._eof = False
 
     # -- asyncio callbacks --------------------------------------------------------------
 
@@ -138,7 +138,11 @@ class Connection(asyncio.BufferedProtocol):
         self._split_frames()
 
     def eof_received(self) -> bool | None:
-        return False  # close our side too
+        # The client finished sending: answer what it already sent, then close.
+        self._eof = True
+        if self._worker is None and not self._queue:
+            return False
+        return True
 
     # -- framing ------------------------------------------------------------------------
 
@@ -236,6 +240,8 @@ class Connection(asyncio.BufferedProtocol):
             if queue and not self.closed:
                 # frames that arrived while we were finishing
                 self._worker = asyncio.get_running_loop().create_task(self._work())
+            elif self._eof and not self.closed:
+                self.close()
 
     async def _write(self, chunks: list[Any]) -> None:
         transport = self.transport

@@ -1,0 +1,81 @@
+"""``sparklog server`` restarts: acknowledged data, topics, configs and committed offsets
+survive a graceful stop (SIGTERM) and a crash (SIGKILL)."""
+
+from __future__ import annotations
+
+import subprocess
+
+from kafka_clients_lib import KCAT, ck_consume, ck_produce, comparable, make_messages
+
+
+def _commit(bs: str, group: str, topic: str, offsets: dict[int, int]) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bs, "group.id": group, "enable.auto.commit": False})
+    try:
+        c.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()],
+                 asynchronous=False)
+    finally:
+        c.close()
+
+
+def _committed(bs: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bs, "group.id": group, "enable.auto.commit": False})
+    try:
+        res = c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=20)
+        return {tp.partition: tp.offset for tp in res}
+    finally:
+        c.close()
+
+
+def test_graceful_restart_keeps_everything(server_factory, tmp_path):
+    from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+
+    srv = server_factory(tmp_path / "data").start()
+    bs = srv.bootstrap_servers
+    a = AdminClient({"bootstrap.servers": bs})
+    a.create_topics([NewTopic("durable", 3, 1, config={"retention.ms": "86400000"})])["durable"].result(20)
+    msgs = make_messages(3000, 3, headers=True, tag="durable")
+    ck_produce(bs, "durable", msgs)
+    _commit(bs, "g-restart", "durable", {0: 10, 1: 20, 2: 30})
+    assert srv.stop() == 0  # clean exit on SIGTERM
+
+    srv2 = server_factory(tmp_path / "data", port=srv.port).start()
+    bs = srv2.bootstrap_servers
+    got = ck_consume(bs, "durable", 3, len(msgs))
+    assert comparable(got) == comparable(msgs)
+    a = AdminClient({"bootstrap.servers": bs})
+    md = a.list_topics(timeout=10)
+    assert len(md.topics["durable"].partitions) == 3
+    cfg = list(a.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, "durable")])
+               .values())[0].result(20)
+    assert cfg["retention.ms"].value == "86400000"
+    assert _committed(bs, "g-restart", "durable", 3) == {0: 10, 1: 20, 2: 30}
+    # appends continue after the recovered end
+    more = make_messages(30, 3, tag="more")
+    ck_produce(bs, "durable", more)
+    got = ck_consume(bs, "durable", 3, len(msgs) + len(more))
+    assert len(got) == len(msgs) + len(more)
+    out = subprocess.run([KCAT, "-b", bs, "-L", "-t", "durable"], capture_output=True,
+                         timeout=30, check=True).stdout.decode()
+    assert 'topic "durable" with 3 partitions' in out
+    assert srv2.stop() == 0
+
+
+def test_crash_keeps_acknowledged_data(server_factory, tmp_path):
+    srv = server_factory(tmp_path / "data").start()
+    bs = srv.bootstrap_servers
+    msgs = make_messages(2000, 2, tag="crash")
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bs})
+    admin.create_topics([NewTopic("crashy", 2, 1)])["crashy"].result(20)
+    ck_produce(bs, "crashy", msgs)  # acks=all: every record acknowledged
+    srv.kill()  # SIGKILL: no flush, no checkpoints, no clean-shutdown marker
+
+    srv2 = server_factory(tmp_path / "data", port=srv.port).start()
+    got = ck_consume(srv2.bootstrap_servers, "crashy", 2, len(msgs))
+    assert comparable(got) == comparable(msgs)
+    assert srv2.stop() == 0

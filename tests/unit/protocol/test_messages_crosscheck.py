@@ -2,8 +2,8 @@
 
 - kafka-python's JSON-driven classes (``kafka.protocol.{producer,consumer,metadata,admin}``)
   cover every API and version we declare, flexible ones included;
-- kafka-python's older hand-written per-version structs (``kafka.protocol.old``) cover the
-  non-flexible versions of the APIs it ever implemented.
+- kafka-python's older hand-written per-version structs (``kafka.protocol.old``) and
+  aiokafka's (``aiokafka.protocol``) cover the versions of the APIs each ever implemented.
 
 For each declared (API, version, request/response): random message -> our bytes -> their
 decode -> their encode must give the same bytes, and our decode of their bytes gives the
@@ -11,6 +11,7 @@ original message back.
 """
 
 import importlib
+import importlib.util
 import pkgutil
 import random
 import sys
@@ -39,13 +40,17 @@ def _json_classes():
     return out
 
 
-def _old_classes():
-    import kafka.protocol.old as old
-    from kafka.protocol.old.api import Request, Response
-
+def _struct_classes(package: str):
+    """{(api_key, version, kind): class} of a hand-written per-version struct library."""
+    pkg = importlib.import_module(package)
+    api = importlib.import_module(f"{package}.api")
+    Request, Response = api.Request, api.Response
     out = {}
-    for info in pkgutil.iter_modules(old.__path__):
-        mod = importlib.import_module(f"kafka.protocol.old.{info.name}")
+    for info in pkgutil.iter_modules(pkg.__path__):
+        try:
+            mod = importlib.import_module(f"{package}.{info.name}")
+        except ImportError:
+            continue
         for obj in vars(mod).values():
             if not isinstance(obj, type) or obj in (Request, Response):
                 continue
@@ -59,7 +64,8 @@ def _old_classes():
 
 
 JSON_CLASSES = _json_classes()
-OLD_CLASSES = _old_classes()
+OLD_CLASSES = _struct_classes("kafka.protocol.old")
+AIOKAFKA_CLASSES = _struct_classes("aiokafka.protocol") if importlib.util.find_spec("aiokafka") else {}
 
 CASES = [
     (spec.key, kind, version)
@@ -68,6 +74,7 @@ CASES = [
     for kind in ("request", "response")
 ]
 OLD_CASES = [case for case in CASES if (case[0], case[2], case[1]) in OLD_CLASSES]
+AIOKAFKA_CASES = [case for case in CASES if (case[0], case[2], case[1]) in AIOKAFKA_CLASSES]
 
 
 def _sample(key, kind, version, seed):
@@ -86,6 +93,7 @@ def test_cross_check_covers_every_declared_api():
     missing = [n for n in names if n + "Request" not in JSON_CLASSES]
     assert not missing
     assert len(OLD_CASES) > 150
+    assert len(AIOKAFKA_CASES) > 50
 
 
 @pytest.mark.parametrize(("key", "kind", "version"), CASES)
@@ -105,6 +113,16 @@ def test_bytes_match_kafka_python_json_codec(key, kind, version):
 def test_bytes_match_kafka_python_handwritten_structs(key, kind, version):
     theirs = OLD_CLASSES[(key, version, kind)]
     for ours, msg in _sample(key, kind, version, "old"):
+        data = msg.encode(version)
+        again = theirs.decode(data).encode()
+        assert again == data, f"{API_BY_KEY[key].name} {kind} v{version} vs {theirs.__name__}"
+        assert ours.decode(again, version) == msg
+
+
+@pytest.mark.parametrize(("key", "kind", "version"), AIOKAFKA_CASES)
+def test_bytes_match_aiokafka_structs(key, kind, version):
+    theirs = AIOKAFKA_CLASSES[(key, version, kind)]
+    for ours, msg in _sample(key, kind, version, "aiokafka"):
         data = msg.encode(version)
         again = theirs.decode(data).encode()
         assert again == data, f"{API_BY_KEY[key].name} {kind} v{version} vs {theirs.__name__}"

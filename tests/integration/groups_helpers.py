@@ -1,0 +1,341 @@
+"""Shared pieces of the consumer-group integration tests: topics, produce, group members
+driven by each real client in its own thread/process, and the exactly-once check."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import confluent_kafka as ck
+from confluent_kafka.admin import AdminClient, NewTopic
+
+KCAT = shutil.which("kcat") or "/usr/bin/kcat"
+
+# Fast groups: no 3 s initial delay, few offsets partitions (fast startup and replay).
+GROUP_BROKER_CONFIG = {
+    "group.initial.rebalance.delay.ms": "100",
+    "offsets.topic.num.partitions": "5",
+}
+
+CLIENTS = ["confluent", "kafka-python", "aiokafka", "kcat"]
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 4) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    fut = admin.create_topics([NewTopic(name, partitions, 1)])[name]
+    fut.result(timeout=30)
+
+
+def produce(bootstrap: str, topic: str, n: int, start: int = 0) -> dict[tuple[int, int], tuple[bytes, bytes]]:
+    """Produce keyed records ``k<i>``/``v<i>``; returns (partition, offset) -> (key, value)
+    from the delivery reports, the ground truth consumers are checked against."""
+    acked: dict[tuple[int, int], tuple[bytes, bytes]] = {}
+    errors: list[Any] = []
+
+    def on_delivery(err: Any, msg: Any) -> None:
+        if err is not None:
+            errors.append(err)
+        else:
+            acked[(msg.partition(), msg.offset())] = (msg.key(), msg.value())
+
+    p = ck.Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"})
+    for i in range(start, start + n):
+        p.produce(topic, key=b"k%d" % i, value=b"v%d" % i, on_delivery=on_delivery)
+        if i % 250 == 249:
+            # many small batches, so fetches interleave partitions and a member that is
+            # slowed down has consumed part of every partition when the rebalance comes
+            p.flush(30)
+    assert p.flush(30) == 0
+    assert not errors, errors[:3]
+    assert len(acked) == n
+    return acked
+
+
+def end_offsets(produced: dict[tuple[int, int], Any]) -> dict[int, int]:
+    ends: dict[int, int] = defaultdict(int)
+    for p, o in produced:
+        ends[p] = max(ends[p], o + 1)
+    return dict(ends)
+
+
+def check_exactly_once(produced: dict[tuple[int, int], tuple[bytes, bytes]],
+                       members: list[Member]) -> None:
+    """Every produced record consumed once across members, right bytes, in order."""
+    seen: dict[tuple[int, int], str] = {}
+    for m in members:
+        last: dict[int, int] = {}
+        for p, o, k, v in m.records:
+            assert (p, o) not in seen, f"{m.name}: duplicate {p}/{o} (also by {seen[(p, o)]})"
+            seen[(p, o)] = m.name
+            assert (p, o) in produced, f"{m.name}: unknown record {p}/{o}"
+            assert produced[(p, o)] == (k, v), f"{m.name}: wrong bytes at {p}/{o}"
+            assert o > last.get(p, -1), f"{m.name}: partition {p} went back {last[p]} -> {o}"
+            last[p] = o
+    missing = set(produced) - set(seen)
+    assert not missing, f"{len(missing)} records never consumed, e.g. {sorted(missing)[:5]}"
+
+
+# --------------------------------------------------------------------------- members
+
+
+@dataclass
+class Member:
+    """One group member; ``records`` are (partition, offset, key, value) as delivered."""
+
+    name: str
+    bootstrap: str
+    group: str
+    topic: str
+    throttle: threading.Event = field(default_factory=threading.Event)
+    records: list[tuple[int, int, bytes, bytes]] = field(default_factory=list)
+    assignments: list[set[int]] = field(default_factory=list)
+    commit_errors: list[str] = field(default_factory=list)
+    errors: list[BaseException] = field(default_factory=list)
+    stop_event: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    @property
+    def assigned(self) -> set[int]:
+        return self.assignments[-1] if self.assignments else set()
+
+    def start(self) -> Member:
+        self._thread = threading.Thread(target=self._guarded, name=self.name, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 30.0) -> None:
+        self.stop_event.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            assert not self._thread.is_alive(), f"{self.name} did not stop"
+        assert not self.errors, f"{self.name} failed: {self.errors[0]!r}"
+
+    def _guarded(self) -> None:
+        try:
+            self.run()
+        except BaseException as e:  # noqa: BLE001 - reported by stop()
+            self.errors.append(e)
+
+    def pause(self) -> None:
+        # Throttled members consume slowly so the other member joins mid-stream.
+        if self.throttle.is_set():
+            time.sleep(0.05)
+
+    def run(self) -> None:
+        raise NotImplementedError
+
+
+class ConfluentMember(Member):
+    def run(self) -> None:
+        c = ck.Consumer({
+            "bootstrap.servers": self.bootstrap, "group.id": self.group,
+            "client.id": self.name, "auto.offset.reset": "earliest",
+            "enable.auto.commit": False, "fetch.queue.backoff.ms": 1,
+            "session.timeout.ms": 10000, "heartbeat.interval.ms": 300,
+            "max.poll.interval.ms": 30000, "fetch.message.max.bytes": 1024,
+        })
+
+        def on_assign(consumer: Any, parts: list[Any]) -> None:
+            self.assignments.append({p.partition for p in parts})
+
+        def on_revoke(consumer: Any, parts: list[Any]) -> None:
+            self._commit(consumer)
+            self.assignments.append(set())
+
+        c.subscribe([self.topic], on_assign=on_assign, on_revoke=on_revoke)
+        try:
+            while not self.stop_event.is_set():
+                msgs = c.consume(50, 0.1)
+                good = [m for m in msgs if m.error() is None]
+                for m in good:
+                    self.records.append((m.partition(), m.offset(), m.key(), m.value()))
+                if good:
+                    self._commit(c)
+                self.pause()
+        finally:
+            c.close()
+
+    def _commit(self, c: Any) -> None:
+        try:
+            c.commit(asynchronous=False)
+        except ck.KafkaException as e:
+            if e.args[0].code() != ck.KafkaError._NO_OFFSET:
+                self.commit_errors.append(str(e))
+
+
+class KafkaPythonMember(Member):
+    def run(self) -> None:
+        from kafka import AsyncConsumerRebalanceListener, KafkaConsumer
+        from kafka.errors import CommitFailedError, KafkaError
+
+        c = KafkaConsumer(
+            bootstrap_servers=self.bootstrap, group_id=self.group, client_id=self.name,
+            auto_offset_reset="earliest", enable_auto_commit=False, max_poll_records=50,
+            session_timeout_ms=10000, heartbeat_interval_ms=300, max_poll_interval_ms=30000,
+            max_partition_fetch_bytes=1024,
+        )
+        member = self
+
+        def commit() -> None:
+            try:
+                c.commit()
+            except (CommitFailedError, KafkaError) as e:
+                member.commit_errors.append(repr(e))
+
+        class Listener(AsyncConsumerRebalanceListener):
+            # kafka-python 3 runs listeners on its IO loop: commit with the awaitable
+            # variant there (a blocking commit() would deadlock).
+            async def on_partitions_revoked(self, revoked: Any) -> None:
+                if revoked:
+                    try:
+                        await c.commit_async()
+                    except (CommitFailedError, KafkaError) as e:
+                        member.commit_errors.append(repr(e))
+                member.assignments.append(set())
+
+            async def on_partitions_assigned(self, assigned: Any) -> None:
+                member.assignments.append({tp.partition for tp in assigned})
+
+        c.subscribe([self.topic], listener=Listener())
+        try:
+            while not self.stop_event.is_set():
+                got = c.poll(timeout_ms=100)
+                n = 0
+                for recs in got.values():
+                    for r in recs:
+                        self.records.append((r.partition, r.offset, r.key, r.value))
+                        n += 1
+                if n:
+                    commit()
+                self.pause()
+        finally:
+            c.close()
+
+
+class AiokafkaMember(Member):
+    def run(self) -> None:
+        asyncio.run(self._run())
+
+    async def _run(self) -> None:
+        from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
+        from aiokafka.errors import CommitFailedError, KafkaError
+
+        c = AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap, group_id=self.group, client_id=self.name,
+            auto_offset_reset="earliest", enable_auto_commit=False, max_poll_records=50,
+            session_timeout_ms=10000, heartbeat_interval_ms=300, max_poll_interval_ms=30000,
+            max_partition_fetch_bytes=1024,
+        )
+        member = self
+
+        async def commit() -> None:
+            try:
+                await c.commit()
+            except (CommitFailedError, KafkaError) as e:
+                member.commit_errors.append(repr(e))
+
+        class Listener(ConsumerRebalanceListener):
+            async def on_partitions_revoked(self, revoked: Any) -> None:
+                if revoked:
+                    await commit()
+                member.assignments.append(set())
+
+            async def on_partitions_assigned(self, assigned: Any) -> None:
+                member.assignments.append({tp.partition for tp in assigned})
+
+        await c.start()
+        c.subscribe([self.topic], listener=Listener())
+        try:
+            while not self.stop_event.is_set():
+                got = await c.getmany(timeout_ms=100)
+                n = 0
+                for recs in got.values():
+                    for r in recs:
+                        self.records.append((r.partition, r.offset, r.key, r.value))
+                        n += 1
+                if n:
+                    await commit()
+                if self.throttle.is_set():
+                    await asyncio.sleep(0.05)
+        finally:
+            await c.stop()
+
+
+class KcatMember(Member):
+    """``kcat -G`` balanced consumer (librdkafka auto-commit); stopped with SIGTERM."""
+
+    proc: subprocess.Popen[bytes] | None = None
+    stderr_lines: list[str]
+
+    def run(self) -> None:
+        self.stderr_lines = []
+        self.proc = subprocess.Popen(
+            [KCAT, "-b", self.bootstrap, "-G", self.group, self.topic, "-u",
+             "-f", "%p %o %k %s\n",
+             "-X", "auto.offset.reset=earliest", "-X", "auto.commit.interval.ms=100",
+             "-X", "session.timeout.ms=10000", "-X", "heartbeat.interval.ms=300",
+             "-X", f"client.id={self.name}", "-X", "max.poll.interval.ms=30000"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+        err_thread = threading.Thread(target=self._read_stderr, daemon=True)
+        err_thread.start()
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            p, o, k, v = line.rstrip(b"\n").split(b" ", 3)
+            self.records.append((int(p), int(o), k, v))
+        self.proc.wait(30)
+        err_thread.join(5)
+
+    def _read_stderr(self) -> None:
+        assert self.proc is not None and self.proc.stderr is not None
+        for raw in self.proc.stderr:
+            line = raw.decode(errors="replace").rstrip()
+            self.stderr_lines.append(line)
+            # "% Group g rebalanced (memberid ...): assigned: t [0], t [1]"
+            if "assigned:" in line:
+                parts = line.split("assigned:", 1)[1]
+                self.assignments.append({int(x.split("]")[0]) for x in parts.split("[")[1:]})
+            elif "revoked:" in line:
+                self.assignments.append(set())
+
+    def stop(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + 10
+        while self.proc is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()  # kcat closes the consumer: commit + LeaveGroup
+        super().stop(timeout)
+
+
+MEMBER_CLASSES: dict[str, type[Member]] = {
+    "confluent": ConfluentMember,
+    "kafka-python": KafkaPythonMember,
+    "aiokafka": AiokafkaMember,
+    "kcat": KcatMember,
+}
+
+
+def wait_for(cond: Any, timeout: float, what: str, interval: float = 0.05) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def committed_offsets(bootstrap: str, group: str, topic: str, partitions: list[int]) -> dict[int, int]:
+    """What the broker says the group committed (confluent-kafka's committed())."""
+    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                     "enable.auto.commit": False})
+    try:
+        tps = c.committed([ck.TopicPartition(topic, p) for p in partitions], timeout=15)
+        return {tp.partition: tp.offset for tp in tps}
+    finally:
+        c.close()

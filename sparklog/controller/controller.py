@@ -41,6 +41,10 @@ __all__ = ["Controller", "validate_topic_name", "MAX_TOPIC_NAME_LENGTH", "INTERN
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+# Kafka has no hard cap, but one request must not be able to make the controller build
+# billions of partition records (a flipped bit in num_partitions would): far above any
+# real topic, far below what would exhaust memory.
+MAX_PARTITIONS_PER_TOPIC = 100_000
 
 Listener = Callable[[list[dict[str, Any]]], None]
 
@@ -202,6 +206,9 @@ class Controller:
                 replication_factor = self.default_replication_factor
             if num_partitions <= 0:
                 raise InvalidPartitionsError(f"number of partitions must be larger than 0, got {num_partitions}")
+            if num_partitions > MAX_PARTITIONS_PER_TOPIC:
+                raise InvalidPartitionsError(
+                    f"{num_partitions} partitions exceed the limit of {MAX_PARTITIONS_PER_TOPIC}")
             if replication_factor <= 0:
                 raise InvalidReplicationFactorError(
                     f"replication factor must be larger than 0, got {replication_factor}"
@@ -244,6 +251,9 @@ class Controller:
             raise InvalidPartitionsError(
                 f"topic {name!r} has {current} partitions; the new count must be larger, got {total}"
             )
+        if total > MAX_PARTITIONS_PER_TOPIC:
+            raise InvalidPartitionsError(
+                f"{total} partitions exceed the limit of {MAX_PARTITIONS_PER_TOPIC}")
         rf = len(info.partitions[0].replicas) if info.partitions else 1
         if assignments:
             if len(assignments) != total - current:

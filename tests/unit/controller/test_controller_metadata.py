@@ -69,6 +69,10 @@ def test_validation_errors(tmp_path):
         c.create_topic("p0", 0, 1)
     with pytest.raises(InvalidPartitionsError):
         c.create_partitions("t", 1)
+    with pytest.raises(InvalidPartitionsError):
+        c.create_topic("huge", 2**31 - 1, 1)  # a flipped bit must not build 2G records
+    with pytest.raises(InvalidPartitionsError):
+        c.create_partitions("t", 2**28)
     with pytest.raises(UnknownTopicOrPartitionError):
         c.delete_topic("nope")
     assert c.create_topic("v", 2, 1, validate_only=True).name == "v"

@@ -1,0 +1,69 @@
+"""BrokerConfig: Kafka names and defaults, properties parsing, derived values; the shipped
+conf/server.properties parses and matches the defaults it documents."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sparklog.broker.config import (
+    BROKER_CONFIGS,
+    BrokerConfig,
+    parse_properties,
+    validate_topic_configs,
+)
+from sparklog.protocol.errors import InvalidConfigError
+
+CONF = Path(__file__).resolve().parents[3] / "conf" / "server.properties"
+
+
+def test_defaults_are_kafkas():
+    c = BrokerConfig()
+    assert c.get("num.partitions") == 1
+    assert c.get("auto.create.topics.enable") is True
+    assert c.get("socket.request.max.bytes") == 104857600
+    assert c.get("message.max.bytes") == 1048588
+    assert c.get("offsets.topic.num.partitions") == 50
+    assert c.get("group.initial.rebalance.delay.ms") == 3000
+    assert c.retention_ms == 168 * 3600 * 1000
+    assert c.node_id == 1
+    assert c.listener() == ("127.0.0.1", 9092)
+
+
+def test_precedence_and_derived():
+    c = BrokerConfig({"log.retention.minutes": "5", "log.retention.hours": "1",
+                      "broker.id": "7", "listeners": "PLAINTEXT://0.0.0.0:0",
+                      "log.dirs": "/a,/b"})
+    assert c.retention_ms == 5 * 60_000
+    assert c.node_id == 7
+    assert c.advertised_listener(bound_port=4242) == ("127.0.0.1", 4242)
+    assert c.log_dirs == ["/a", "/b"]
+    with pytest.raises(InvalidConfigError):
+        BrokerConfig({"num.partitions": "many"})
+
+
+def test_properties_syntax():
+    props = parse_properties("# c\n! c2\na=1\nb : two\nc=x\\\n  y\n\nempty=\n")
+    assert props == {"a": "1", "b": "two", "c": "xy", "empty": ""}
+
+
+def test_shipped_server_properties_document_the_defaults():
+    props = parse_properties(CONF.read_text())
+    assert props, "conf/server.properties is empty"
+    for key, value in props.items():
+        spec = BROKER_CONFIGS.get(key)
+        assert spec is not None, f"{key} is not a known broker config"
+        if key == "log.dirs":
+            continue
+        assert value == spec.default, f"{key}: file says {value}, default is {spec.default}"
+    BrokerConfig(props)
+
+
+def test_topic_config_validation():
+    assert validate_topic_configs({"retention.ms": "-1", "cleanup.policy": "compact,delete"}) == {
+        "retention.ms": "-1", "cleanup.policy": "compact,delete"}
+    for bad in ({"nope": "1"}, {"retention.ms": "x"}, {"cleanup.policy": "shred"},
+                {"segment.bytes": "1"}, {"message.timestamp.type": "Whenever"}):
+        with pytest.raises(InvalidConfigError):
+            validate_topic_configs(bad)

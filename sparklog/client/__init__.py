@@ -1,0 +1,26 @@
+"""sparklog's own Kafka-protocol client, used by the CLI and the Spark DataSource.
+
+Configs are dicts with Kafka's names (``{"bootstrap.servers": "127.0.0.1:9092"}``). Each
+client object runs its network I/O on a private event-loop thread; the methods here are
+synchronous.
+"""
+
+from sparklog.client.admin import AdminClient, NewTopic, OffsetSpec
+from sparklog.client.consumer import Consumer, ConsumerRecord
+from sparklog.client.metadata import PartitionMetadata, TopicMetadata, TopicPartition
+from sparklog.client.producer import DeliveryError, Producer, ProducerInterceptor, RecordMetadata
+
+__all__ = [
+    "AdminClient",
+    "Consumer",
+    "ConsumerRecord",
+    "DeliveryError",
+    "NewTopic",
+    "OffsetSpec",
+    "PartitionMetadata",
+    "Producer",
+    "ProducerInterceptor",
+    "RecordMetadata",
+    "TopicMetadata",
+    "TopicPartition",
+]

@@ -1,0 +1,436 @@
+"""AdminClient: topics, configs, offsets, groups and the cluster, with Kafka's semantics.
+
+Each call is one (or a few) requests to the right broker: topic changes to the controller,
+offsets to partition leaders, group operations to the group's coordinator. Errors come back
+as the typed exceptions of ``sparklog.protocol.errors``.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparklog.client.assignors import decode_assignment
+from sparklog.client.connection import EventLoopThread
+from sparklog.client.consumer import (
+    EARLIEST,
+    LATEST,
+    MAX_TIMESTAMP,
+    _isolation,
+    commit_offsets,
+    fetch_committed,
+    find_coordinator,
+    list_offsets,
+)
+from sparklog.client.core import AsyncClient
+from sparklog.client.metadata import BrokerMetadata, TopicMetadata, TopicPartition
+from sparklog.protocol.errors import ErrorCode, KafkaError, error_for_code
+from sparklog.protocol.messages.admin import (
+    AlterConfigsRequest,
+    CreatePartitionsRequest,
+    CreateTopicsRequest,
+    DeleteRecordsRequest,
+    DeleteTopicsRequest,
+    DescribeConfigsRequest,
+)
+from sparklog.protocol.messages.groups import (
+    DeleteGroupsRequest,
+    DescribeGroupsRequest,
+    ListGroupsRequest,
+)
+from sparklog.protocol.messages.metadata import DescribeClusterRequest
+
+log = logging.getLogger(__name__)
+
+__all__ = ["AdminClient", "NewTopic", "OffsetSpec", "ConfigEntry", "GroupDescription",
+           "MemberDescription", "ClusterDescription"]
+
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+_CONFIG_SOURCES = {-1: "UNKNOWN", 0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG",
+                   2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
+                   4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG",
+                   6: "DYNAMIC_BROKER_LOGGER_CONFIG", 7: "CLIENT_METRICS_CONFIG",
+                   8: "GROUP_CONFIG"}
+
+
+@dataclass
+class NewTopic:
+    name: str
+    num_partitions: int = 1
+    replication_factor: int = 1
+    config: dict[str, str] = field(default_factory=dict)
+    replica_assignment: dict[int, list[int]] | None = None
+
+
+class OffsetSpec:
+    """ListOffsets specs: the special timestamps Kafka defines, or a timestamp in ms."""
+
+    EARLIEST = EARLIEST
+    LATEST = LATEST
+    MAX_TIMESTAMP = MAX_TIMESTAMP
+
+    @staticmethod
+    def earliest() -> int:
+        return EARLIEST
+
+    @staticmethod
+    def latest() -> int:
+        return LATEST
+
+    @staticmethod
+    def max_timestamp() -> int:
+        return MAX_TIMESTAMP
+
+    @staticmethod
+    def for_timestamp(ts_ms: int) -> int:
+        if ts_ms < 0:
+            raise ValueError("timestamp must be >= 0")
+        return ts_ms
+
+
+@dataclass
+class ConfigEntry:
+    name: str
+    value: str | None
+    read_only: bool = False
+    source: str = "UNKNOWN"
+    is_sensitive: bool = False
+
+    @property
+    def is_default(self) -> bool:
+        return self.source in ("DEFAULT_CONFIG", "STATIC_BROKER_CONFIG", "UNKNOWN")
+
+
+@dataclass
+class MemberDescription:
+    member_id: str
+    client_id: str
+    host: str
+    assignment: list[TopicPartition]
+    group_instance_id: str | None = None
+
+
+@dataclass
+class GroupDescription:
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: list[MemberDescription]
+    error: int = 0
+
+
+@dataclass
+class ClusterDescription:
+    cluster_id: str | None
+    controller_id: int
+    brokers: list[BrokerMetadata]
+
+
+class AdminClient:
+    def __init__(self, config: dict[str, Any]) -> None:
+        conf = {k: v for k, v in dict(config).items() if isinstance(v, str | int | float | bool)}
+        self._client = AsyncClient(conf)
+        self._thread = EventLoopThread("sparklog-admin")
+        self._closed = False
+
+    def _run(self, coro: Any, timeout_ms: int | None = None) -> Any:
+        t = (timeout_ms or self._client.config.request_timeout_ms) / 1000 + 10
+        return self._thread.run(coro, timeout=t)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._thread.run(self._client.close(), timeout=5)
+        except Exception:
+            pass
+        self._thread.stop()
+
+    def __enter__(self) -> AdminClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ topics
+
+    def list_topics(self, timeout_ms: int | None = None) -> dict[str, TopicMetadata]:
+        """Every topic (internal ones flagged) with partitions, leaders, replicas and ISR."""
+        return self._run(self._client.refresh_metadata(None, allow_auto_create=False), timeout_ms)
+
+    def describe_topics(self, names: list[str]) -> dict[str, TopicMetadata]:
+        seen = self._run(self._client.refresh_metadata(names, allow_auto_create=False))
+        for n in names:
+            tm = seen.get(n)
+            if tm is None or tm.error:
+                code = tm.error if tm is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                raise error_for_code(code, f"Topic '{n}' does not exist" if code ==
+                                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION else f"topic {n!r}")
+        return {n: seen[n] for n in names}
+
+    def create_topics(self, topics: list[NewTopic], timeout_ms: int = 30000,
+                      validate_only: bool = False) -> None:
+        """Raises the first per-topic error (e.g. TopicAlreadyExistsError)."""
+        req = CreateTopicsRequest(topics=[
+            CreateTopicsRequest.CreatableTopic(
+                name=t.name,
+                num_partitions=-1 if t.replica_assignment else t.num_partitions,
+                replication_factor=-1 if t.replica_assignment else t.replication_factor,
+                assignments=[CreateTopicsRequest.CreatableReplicaAssignment(
+                    partition_index=p, broker_ids=b)
+                    for p, b in sorted((t.replica_assignment or {}).items())],
+                configs=[CreateTopicsRequest.CreatableTopicConfig(name=k, value=str(v))
+                         for k, v in t.config.items()])
+            for t in topics], timeout_ms=timeout_ms, validate_only=validate_only)
+
+        async def go() -> None:
+            resp = await self._client.send_controller(req, timeout_ms=timeout_ms + 5000)
+            for r in resp.topics:
+                if r.error_code:
+                    msg = r.error_message or _topic_error(r.error_code, r.name)
+                    raise error_for_code(r.error_code, msg)
+            self._client.invalidate()
+
+        self._run(go(), timeout_ms)
+
+    def delete_topics(self, names: list[str], timeout_ms: int = 30000) -> None:
+        req = DeleteTopicsRequest(topic_names=list(names), timeout_ms=timeout_ms)
+
+        async def go() -> None:
+            resp = await self._client.send_controller(req, timeout_ms=timeout_ms + 5000)
+            for r in resp.responses:
+                if r.error_code:
+                    raise error_for_code(r.error_code, _topic_error(r.error_code, r.name))
+            self._client.invalidate()
+
+        self._run(go(), timeout_ms)
+
+    def create_partitions(self, new_totals: dict[str, int], timeout_ms: int = 30000,
+                          validate_only: bool = False) -> None:
+        req = CreatePartitionsRequest(topics=[
+            CreatePartitionsRequest.CreatePartitionsTopic(name=t, count=n, assignments=None)
+            for t, n in new_totals.items()], timeout_ms=timeout_ms, validate_only=validate_only)
+
+        async def go() -> None:
+            resp = await self._client.send_controller(req, timeout_ms=timeout_ms + 5000)
+            for r in resp.results:
+                if r.error_code:
+                    raise error_for_code(r.error_code, r.error_message or
+                                         _topic_error(r.error_code, r.name))
+            self._client.invalidate()
+
+        self._run(go(), timeout_ms)
+
+    # ------------------------------------------------------------------ configs
+
+    def describe_configs(self, name: str, resource_type: str = "topic",
+                         keys: list[str] | None = None) -> dict[str, ConfigEntry]:
+        rtype = RESOURCE_TOPIC if resource_type == "topic" else RESOURCE_BROKER
+        req = DescribeConfigsRequest(resources=[DescribeConfigsRequest.DescribeConfigsResource(
+            resource_type=rtype, resource_name=str(name), configuration_keys=keys)],
+            include_synonyms=False)
+
+        async def go() -> dict[str, ConfigEntry]:
+            if rtype == RESOURCE_BROKER:
+                resp = await self._client.send_node(int(name), req)
+            else:
+                resp = await self._client.send_any(req)
+            out: dict[str, ConfigEntry] = {}
+            for r in resp.results:
+                if r.error_code:
+                    raise error_for_code(r.error_code, r.error_message or
+                                         _topic_error(r.error_code, r.resource_name))
+                for c in r.configs:
+                    out[c.name] = ConfigEntry(c.name, c.value, c.read_only,
+                                              _CONFIG_SOURCES.get(c.config_source, "UNKNOWN"),
+                                              c.is_sensitive)
+            return out
+
+        return self._run(go())
+
+    def alter_configs(self, name: str, configs: dict[str, str | None],
+                      resource_type: str = "topic", incremental: bool = True) -> None:
+        """Set (value) or remove (None) config overrides. ``incremental`` keeps the other
+        overrides (AlterConfigs replaces the whole set, so they are read first)."""
+        rtype = RESOURCE_TOPIC if resource_type == "topic" else RESOURCE_BROKER
+        final = dict(configs)
+        if incremental:
+            current = self.describe_configs(name, resource_type)
+            base = {k: e.value for k, e in current.items()
+                    if e.source in ("DYNAMIC_TOPIC_CONFIG", "DYNAMIC_BROKER_CONFIG")}
+            base.update(final)
+            final = base
+        req = AlterConfigsRequest(resources=[AlterConfigsRequest.AlterConfigsResource(
+            resource_type=rtype, resource_name=str(name),
+            configs=[AlterConfigsRequest.AlterableConfig(name=k, value=v)
+                     for k, v in final.items() if v is not None])], validate_only=False)
+
+        async def go() -> None:
+            if rtype == RESOURCE_BROKER:
+                resp = await self._client.send_node(int(name), req)
+            else:
+                resp = await self._client.send_controller(req)
+            for r in resp.responses:
+                if r.error_code:
+                    raise error_for_code(r.error_code, r.error_message or
+                                         _topic_error(r.error_code, r.resource_name))
+
+        self._run(go())
+
+    # ------------------------------------------------------------------ offsets / records
+
+    def list_offsets(self, specs: dict[TopicPartition, int],
+                     isolation_level: str = "read_uncommitted"
+                     ) -> dict[TopicPartition, tuple[int, int]]:
+        """{tp: spec} (-2 earliest, -1 latest, -3 max timestamp, >= 0 timestamp) ->
+        {tp: (offset, timestamp)}, offset -1 when no such record."""
+        specs = {TopicPartition(tp[0], tp[1]): int(v) for tp, v in specs.items()}
+        return self._run(list_offsets(self._client, specs, _isolation(isolation_level)))
+
+    def delete_records(self, before: dict[TopicPartition, int],
+                       timeout_ms: int = 30000) -> dict[TopicPartition, int]:
+        """Advance log start offsets; returns the new low watermarks."""
+        async def go() -> dict[TopicPartition, int]:
+            by_leader: dict[int, dict[TopicPartition, int]] = {}
+            for tp, off in before.items():
+                tp = TopicPartition(tp[0], tp[1])
+                conn = await self._client.leader_connection(tp)
+                by_leader.setdefault(conn.node_id, {})[tp] = off
+            out: dict[TopicPartition, int] = {}
+            for node, offs in by_leader.items():
+                topics: dict[str, list] = {}
+                for tp, off in offs.items():
+                    topics.setdefault(tp.topic, []).append(
+                        DeleteRecordsRequest.DeleteRecordsPartition(partition_index=tp.partition,
+                                                                    offset=off))
+                req = DeleteRecordsRequest(topics=[DeleteRecordsRequest.DeleteRecordsTopic(
+                    name=t, partitions=ps) for t, ps in topics.items()], timeout_ms=timeout_ms)
+                resp = await self._client.send_node(node, req)
+                for t in resp.topics:
+                    for p in t.partitions:
+                        if p.error_code:
+                            raise error_for_code(p.error_code,
+                                                 f"delete records {t.name}-{p.partition_index}")
+                        out[TopicPartition(t.name, p.partition_index)] = p.low_watermark
+            return out
+
+        return self._run(go(), timeout_ms)
+
+    # ------------------------------------------------------------------ groups
+
+    def list_consumer_group_offsets(self, group: str,
+                                    partitions: list[TopicPartition] | None = None
+                                    ) -> dict[TopicPartition, int]:
+        async def go() -> dict[TopicPartition, int]:
+            conn = await find_coordinator(self._client, group)
+            res = await fetch_committed(self._client, conn, group, partitions)
+            return {tp: off for tp, off in res.items() if off >= 0}
+
+        return self._run(go())
+
+    def alter_consumer_group_offsets(self, group: str, offsets: dict[TopicPartition, int]) -> None:
+        """A standalone commit (generation -1, no member id): the group must be empty."""
+        offs = {TopicPartition(tp[0], tp[1]): int(o) for tp, o in offsets.items()}
+
+        async def go() -> None:
+            conn = await find_coordinator(self._client, group)
+            await commit_offsets(self._client, conn, group, offs)
+
+        self._run(go())
+
+    def list_groups(self) -> list[tuple[str, str, str]]:
+        """(group_id, protocol_type, state) of every group on every broker."""
+        async def go() -> list[tuple[str, str, str]]:
+            await self._client.refresh_metadata([])
+            out: dict[str, tuple[str, str, str]] = {}
+            for node in list(self._client.metadata.brokers) or [-1]:
+                conn = await (self._client.connection(node) if node >= 0
+                              else self._client.any_connection())
+                resp = await self._client.send(conn, ListGroupsRequest())
+                if resp.error_code:
+                    raise error_for_code(resp.error_code, "ListGroups")
+                for g in resp.groups:
+                    out[g.group_id] = (g.group_id, g.protocol_type,
+                                       getattr(g, "group_state", "") or "")
+            return sorted(out.values())
+
+        return self._run(go())
+
+    def describe_groups(self, groups: list[str]) -> list[GroupDescription]:
+        async def go() -> list[GroupDescription]:
+            out = []
+            for g in groups:
+                conn = await find_coordinator(self._client, g)
+                resp = await self._client.send(conn, DescribeGroupsRequest(groups=[g]))
+                for d in resp.groups:
+                    if d.error_code:
+                        raise error_for_code(d.error_code, f"group {d.group_id!r}")
+                    members = []
+                    for m in d.members:
+                        try:
+                            tps = decode_assignment(m.member_assignment) \
+                                if d.protocol_type == "consumer" else []
+                        except Exception:
+                            tps = []
+                        members.append(MemberDescription(m.member_id, m.client_id,
+                                                         m.client_host, tps,
+                                                         getattr(m, "group_instance_id", None)))
+                    out.append(GroupDescription(d.group_id, d.group_state, d.protocol_type,
+                                                d.protocol_data, members))
+            return out
+
+        return self._run(go())
+
+    def delete_groups(self, groups: list[str]) -> None:
+        async def go() -> None:
+            for g in groups:
+                conn = await find_coordinator(self._client, g)
+                resp = await self._client.send(conn, DeleteGroupsRequest(groups_names=[g]))
+                for r in resp.results:
+                    if r.error_code:
+                        raise error_for_code(r.error_code, _group_error(r.error_code, g))
+
+        self._run(go())
+
+    # ------------------------------------------------------------------ cluster
+
+    def describe_cluster(self) -> ClusterDescription:
+        async def go() -> ClusterDescription:
+            conn = await self._client.any_connection()
+            if self._client.supports(conn, 60):
+                resp = await self._client.send(conn, DescribeClusterRequest())
+                if resp.error_code:
+                    raise error_for_code(resp.error_code, resp.error_message)
+                return ClusterDescription(resp.cluster_id, resp.controller_id, [
+                    BrokerMetadata(b.broker_id, b.host, b.port, b.rack) for b in resp.brokers])
+            await self._client.refresh_metadata([])
+            md = self._client.metadata
+            return ClusterDescription(md.cluster_id, md.controller_id,
+                                      sorted(md.brokers.values(), key=lambda b: b.node_id))
+
+        return self._run(go())
+
+
+def _topic_error(code: int, name: str) -> str:
+    ec = ErrorCode.for_code(code)
+    if ec == ErrorCode.TOPIC_ALREADY_EXISTS:
+        return f"Topic '{name}' already exists."
+    if ec == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+        return f"Topic '{name}' does not exist."
+    return f"{ec.name} for '{name}'"
+
+
+def _group_error(code: int, name: str) -> str:
+    ec = ErrorCode.for_code(code)
+    if ec == ErrorCode.NON_EMPTY_GROUP:
+        return f"Group '{name}' is not empty."
+    if ec == ErrorCode.GROUP_ID_NOT_FOUND:
+        return f"Group '{name}' does not exist."
+    return f"{ec.name} for group '{name}'"
+
+
+_ = KafkaError

@@ -1,0 +1,763 @@
+"""The producer: per-record ``produce`` and bulk ``produce_arrow`` over one accumulator.
+
+Threading model: the caller's thread appends to per-partition batches under one lock (a
+``produce`` call is a partition choice and a few list appends, no encoding); the private
+event-loop thread runs the sender, which closes batches after ``linger.ms`` / at
+``batch.size``, encodes each batch in one vectorised pass (lists -> Arrow -> RecordBatch v2,
+see ``arrow_encode``), and keeps up to ``max.in.flight.requests.per.connection`` Produce
+requests in flight per broker. ``produce_arrow`` encodes its batches in the caller's thread
+straight from the Arrow columns and only queues finished bytes.
+
+Idempotence (``enable.idempotence``, Kafka's default): one InitProducerId at start, then
+every batch carries producer id/epoch and a per-partition sequence assigned when the batch
+is closed, so a retried batch is deduplicated by the broker and order is kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from sparklog.client.arrow_encode import EncodedBatch, as_binary_array, binary_parts, encode_batches
+from sparklog.client.connection import EventLoopThread, KafkaConnectionError, KafkaTimeoutError
+from sparklog.client.core import AsyncClient, conf_bool, conf_int
+from sparklog.client.metadata import TopicPartition
+from sparklog.client.partitioner import Partitioner
+from sparklog.protocol.compression import codec_for_name
+from sparklog.protocol.errors import (
+    ErrorCode,
+    KafkaError,
+    SparklogError,
+    UnsupportedVersionError,
+    error_for_code,
+)
+from sparklog.protocol.messages.produce import ProduceRequest
+from sparklog.protocol.messages.transactions import InitProducerIdRequest
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Producer", "RecordMetadata", "ProducerInterceptor", "DeliveryError"]
+
+_HEADERS_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+_RECORD_OVERHEAD = 16  # rough per-record framing for batch-size accounting
+
+
+@dataclass(slots=True)
+class RecordMetadata:
+    """What a delivery report carries (and what ``send()``'s future resolves to)."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None = None
+    value: bytes | None = None
+
+    # confluent-kafka Message-style accessors, so callbacks written for it work unchanged
+    def error(self) -> None:
+        return None
+
+
+class DeliveryError(SparklogError):
+    """Records could not be delivered (raised by ``flush`` for records without a callback)."""
+
+
+class ProducerInterceptor:
+    """Base class for ``interceptors``: seen on send and on acknowledgement (Kafka's
+    ProducerInterceptor). ``on_send`` may return replacement (key, value, headers)."""
+
+    def on_send(self, topic: str, partition: int | None, key: bytes | None,
+                value: bytes | None, headers: list | None) -> Any:
+        return None
+
+    def on_acknowledgement(self, metadata: RecordMetadata | None, error: Exception | None) -> None:
+        return None
+
+
+class _Batch:
+    __slots__ = ("tp", "values", "keys", "timestamps", "headers", "callbacks", "has_key",
+                 "count", "size", "created", "created_ms", "encoded", "base_sequence",
+                 "attempts")
+
+    def __init__(self, tp: TopicPartition, now: float) -> None:
+        self.tp = tp
+        self.values: list = []
+        self.keys: list = []
+        self.timestamps: list = []
+        self.headers: list | None = None
+        self.callbacks: list | None = None
+        self.has_key = False
+        self.count = 0
+        self.size = 61
+        self.created = now
+        self.created_ms = int(time.time() * 1000)
+        self.encoded: EncodedBatch | None = None
+        self.base_sequence = -1
+        self.attempts = 0
+
+
+class _PartitionQueue:
+    __slots__ = ("open", "ready", "next_sequence", "in_flight")
+
+    def __init__(self) -> None:
+        self.open: _Batch | None = None
+        self.ready: deque[_Batch] = deque()
+        self.next_sequence = 0
+        self.in_flight = 0
+
+
+def _acks(v: Any) -> int:
+    s = str(v if v is not None else "all").strip().lower()
+    if s in ("all", "-1"):
+        return -1
+    if s in ("0", "1"):
+        return int(s)
+    raise ValueError(f"config acks: expected all, -1, 0 or 1, got {v!r}")
+
+
+class Producer:
+    """Kafka producer with Kafka's config names (sync facade over an async sender)."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        conf = dict(config)
+        self._conf = conf
+        self.acks = _acks(conf.get("acks", conf.get("request.required.acks")))
+        self.linger_ms = float(conf.get("linger.ms", conf.get("queue.buffering.max.ms", 5)))
+        self.batch_size = conf_int(conf, "batch.size", 16384)
+        self.max_request_size = conf_int(conf, "max.request.size", 1048576)
+        self.compression = codec_for_name(str(conf.get("compression.type",
+                                                       conf.get("compression.codec", "none"))))
+        lvl = conf.get("compression.level")
+        self.compression_level = int(lvl) if lvl is not None and int(lvl) >= 0 else None
+        self.retries = conf_int(conf, "retries", 2147483647)
+        self.delivery_timeout_ms = conf_int(conf, "delivery.timeout.ms", 120000)
+        self.request_timeout_ms = conf_int(conf, "request.timeout.ms", 30000)
+        self.max_in_flight = conf_int(conf, "max.in.flight.requests.per.connection", 5)
+        self.max_block_ms = conf_int(conf, "max.block.ms", 60000)
+        self.buffer_memory = conf_int(conf, "buffer.memory", 33554432)
+        self.arrow_batch_bytes = conf_int(
+            conf, "arrow.batch.size", min(max(self.batch_size, 1 << 20), self.max_request_size))
+        explicit_idem = conf.get("enable.idempotence")
+        idem = conf_bool(conf, "enable.idempotence", True)
+        conflicts = self.acks != -1 or self.retries == 0 or self.max_in_flight > 5
+        if idem and conflicts:
+            if explicit_idem is not None and conf_bool(conf, "enable.idempotence", True):
+                raise ValueError("enable.idempotence=true needs acks=all, retries > 0 and "
+                                 "max.in.flight.requests.per.connection <= 5")
+            idem = False
+        self.idempotent = idem
+        self.partitioner = Partitioner(str(conf.get("partitioner", "murmur2_random")))
+        self._null_sticky = self.partitioner.name in ("murmur2_random", "random",
+                                                      "consistent_random")
+        self.interceptors: list[Any] = list(conf.get("interceptors") or [])
+        self._default_cb: Callable | None = conf.get("on_delivery") or conf.get("delivery.report.cb")
+        client_conf = {k: v for k, v in conf.items()
+                       if isinstance(v, str | int | float | bool)}
+        self._client = AsyncClient(client_conf)
+        self._loop_thread = EventLoopThread("sparklog-producer")
+        self._loop = self._loop_thread.loop
+
+        self._lock = threading.Lock()
+        self._done_cv = threading.Condition(self._lock)
+        self._queues: dict[TopicPartition, _PartitionQueue] = {}
+        self._partition_counts: dict[str, int] = {}
+        self._pending = 0  # records produced and not yet acknowledged/failed
+        self._queued_bytes = 0
+        self._flushing = 0
+        self._closed = False
+        self._errors: list[BaseException] = []
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self._wake: asyncio.Event | None = None
+        self._sender: concurrent.futures.Future | None = None
+        self._in_flight: dict[int, int] = {}
+        try:
+            self._loop_thread.run(self._start(), timeout=self.max_block_ms / 1000 + 5)
+        except BaseException:
+            self._loop_thread.stop()
+            raise
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def _start(self) -> None:
+        self._wake = asyncio.Event()
+        await self._client.refresh_metadata([])
+        if self.idempotent:
+            conn = await self._client.any_connection()
+            if not self._client.supports(conn, 22):
+                log.warning("broker does not support InitProducerId: idempotence disabled")
+                self.idempotent = False
+            else:
+                resp = await self._client.send(conn, InitProducerIdRequest(
+                    transactional_id=None, transaction_timeout_ms=2147483647))
+                if resp.error_code:
+                    raise error_for_code(resp.error_code, "InitProducerId failed")
+                self.producer_id, self.producer_epoch = resp.producer_id, resp.producer_epoch
+        self._sender = asyncio.ensure_future(self._run_sender())
+
+    def close(self, timeout: float | None = None) -> None:
+        """Deliver what is queued (up to ``timeout`` seconds), then release connections."""
+        if self._closed:
+            return
+        try:
+            self.flush(timeout if timeout is not None else self.delivery_timeout_ms / 1000,
+                       raise_errors=False)
+        finally:
+            self._closed = True
+            try:
+                self._loop_thread.run(self._client.close(), timeout=5)
+            except (SparklogError, concurrent.futures.TimeoutError):
+                pass
+            self._loop_thread.stop()
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __len__(self) -> int:
+        return self._pending
+
+    # ------------------------------------------------------------------ produce
+
+    def _partition_count(self, topic: str) -> int:
+        n = self._partition_counts.get(topic)
+        if n is not None:
+            return n
+        if self._loop_thread.in_loop_thread:
+            raise SparklogError(f"metadata for {topic!r} unknown; cannot block in a callback")
+        tm = self._loop_thread.run(
+            self._client.topic_metadata(topic, max_wait_ms=self.max_block_ms),
+            timeout=self.max_block_ms / 1000 + 5)
+        n = len(tm.partitions)
+        self._partition_counts[topic] = n
+        return n
+
+    def produce(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
+                headers: Any = None, timestamp: int | None = None,
+                on_delivery: Callable | None = None, callback: Callable | None = None) -> None:
+        """Queue one record. ``on_delivery(err, RecordMetadata)`` runs on the I/O thread once
+        the broker acknowledged (or the record failed). Records without ``timestamp`` get
+        their batch's creation time (at most ``linger.ms`` earlier than the call)."""
+        # hot path: every statement here costs per record, keep it short
+        if self._closed:
+            raise SparklogError("producer is closed")
+        if value.__class__ is str:
+            value = value.encode()
+        if key is not None and key.__class__ is str:
+            key = key.encode()
+        if headers is not None:
+            headers = _norm_headers(headers)
+        if self.interceptors:
+            key, value, headers = self._intercept(topic, partition, key, value, headers)
+        n = self._partition_counts.get(topic) or self._partition_count(topic)
+        if partition is None or partition < 0:
+            if key is None and self._null_sticky:
+                partition = self.partitioner._sticky.get(topic)
+                if partition is None or partition >= n:
+                    partition = self.partitioner.sticky_partition(topic, n)
+            else:
+                partition = self.partitioner.partition(topic, key, n)
+        elif partition >= n:
+            raise error_for_code(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                 f"partition {partition} of {topic!r} does not exist ({n} partitions)")
+        cb = on_delivery or callback or self._default_cb
+        size = 16 + (len(value) if value is not None else 0) + \
+            (len(key) if key is not None else 0)
+        if self._queued_bytes > self.buffer_memory:
+            self._wait_for_space()
+        wake = False
+        with self._lock:
+            q = self._queues.get((topic, partition))
+            if q is None:
+                q = self._queues[TopicPartition(topic, partition)] = _PartitionQueue()
+            b = q.open
+            if b is not None and b.size + size > self.batch_size and b.count:
+                self._close_batch(q, b)
+                if key is None:
+                    self.partitioner.on_new_batch(topic, n, partition)
+                b = None
+                wake = True
+            if b is None:
+                b = q.open = _Batch(TopicPartition(topic, partition), time.monotonic())
+                wake = True
+            i = b.count
+            b.values.append(value)
+            b.keys.append(key)
+            if key is not None:
+                b.has_key = True
+            if timestamp is not None or b.timestamps:
+                if not b.timestamps:
+                    b.timestamps = [None] * i
+                b.timestamps.append(timestamp)
+            if headers or b.headers is not None:
+                if b.headers is None:
+                    b.headers = [None] * i
+                b.headers.append(headers or None)
+            if cb is not None or b.callbacks is not None:
+                if b.callbacks is None:
+                    b.callbacks = [None] * i
+                b.callbacks.append(cb)
+            b.count = i + 1
+            b.size += size
+            self._queued_bytes += size
+            self._pending += 1
+        if wake:
+            self._wakeup()
+
+    def _intercept(self, topic: str, partition: int | None, key: Any, value: Any,
+                   headers: Any) -> tuple[Any, Any, Any]:
+        for ic in self.interceptors:
+            try:
+                repl = ic.on_send(topic, partition, key, value, headers)
+                if repl is not None:
+                    key, value, headers = repl
+            except Exception:  # interceptors must not break the producer
+                log.exception("interceptor on_send failed")
+        return key, value, headers
+
+    def send(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
+             headers: Any = None, timestamp: int | None = None) -> concurrent.futures.Future:
+        """Like ``produce`` but returns a future of the RecordMetadata (kafka-python style)."""
+        fut: concurrent.futures.Future = concurrent.futures.Future()
+
+        def done(err: Exception | None, md: RecordMetadata) -> None:
+            if err is not None:
+                fut.set_exception(err)
+            else:
+                fut.set_result(md)
+
+        self.produce(topic, value, key, partition, headers, timestamp, on_delivery=done)
+        return fut
+
+    def produce_arrow(self, topic: str, values: Any, keys: Any = None, partitions: Any = None,
+                      headers: Any = None, timestamps: Any = None) -> int:
+        """Queue a whole column of records; batches are encoded here, vectorised (no Python
+        object per record). ``partitions`` (int array, null = partitioner) overrides the
+        partitioner per row. Returns the number of records queued. Delivery is confirmed
+        by ``flush()``, which raises DeliveryError if any record of this API failed."""
+        if self._closed:
+            raise SparklogError("producer is closed")
+        values = as_binary_array(values)
+        keys = as_binary_array(keys)
+        n = len(values) if values is not None else (len(keys) if keys is not None else 0)
+        if n == 0:
+            return 0
+        if isinstance(headers, pa.ChunkedArray):
+            headers = headers.combine_chunks()
+        if headers is not None and not pa.types.is_list(headers.type):
+            raise TypeError("headers must be list<struct<key string, value binary>>")
+        if isinstance(timestamps, pa.ChunkedArray):
+            timestamps = timestamps.combine_chunks()
+        count = self._partition_count(topic)
+        if keys is not None:
+            ko, kd, kvalid = binary_parts(keys)
+            parts = self.partitioner.partition_array(topic, ko, kd, kvalid, n, count)
+        else:
+            parts = self.partitioner.partition_array(topic, None, None, None, n, count)
+        if partitions is not None:
+            if isinstance(partitions, pa.ChunkedArray):
+                partitions = partitions.combine_chunks()
+            if isinstance(partitions, pa.Array):
+                pvalid = partitions.is_valid().to_numpy(zero_copy_only=False)
+                pvals = partitions.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int32)
+            else:
+                pvals = np.asarray(partitions, dtype=np.int32)
+                pvalid = np.ones(n, bool)
+            pvals = np.where(pvalid & (pvals >= 0), pvals, parts)
+            if len(pvals) and int(pvals.max()) >= count:
+                raise error_for_code(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                     f"partition {int(pvals.max())} of {topic!r} does not exist "
+                                     f"({count} partitions)")
+            parts = pvals
+        if keys is None or (kvalid is not None and not kvalid.all()):
+            # the null-key share went to the sticky partition: move on for the next call
+            sticky = self.partitioner.sticky_partition(topic, count)
+            self.partitioner.on_new_batch(topic, count, sticky)
+        uniq = np.unique(parts)
+        if len(uniq) == 1:
+            groups = [(int(uniq[0]), None)]
+        else:
+            order = np.argsort(parts, kind="stable")
+            sorted_parts = parts[order]
+            bounds = np.flatnonzero(np.diff(sorted_parts)) + 1
+            edges = [0, *bounds.tolist(), n]
+            groups = [(int(sorted_parts[a]), pa.array(order[a:b]))
+                      for a, b in zip(edges[:-1], edges[1:], strict=True)]
+        now_ms = int(time.time() * 1000)
+        for p, idx in groups:
+            v = values if idx is None or values is None else values.take(idx)
+            k = keys if idx is None or keys is None else keys.take(idx)
+            h = headers if idx is None or headers is None else headers.take(idx)
+            t = timestamps
+            if t is not None and idx is not None:
+                t = t.take(idx) if isinstance(t, pa.Array) else np.asarray(t)[idx.to_numpy()]
+            self._queue_encoded(TopicPartition(topic, p), v, k, t, h, now_ms)
+        return n
+
+    def _queue_encoded(self, tp: TopicPartition, v: Any, k: Any, t: Any, h: Any,
+                       now_ms: int) -> None:
+        if self._queued_bytes > self.buffer_memory:
+            self._wait_for_space()
+        with self._lock:
+            q = self._queues.get(tp)
+            if q is None:
+                q = self._queues[tp] = _PartitionQueue()
+            if q.open is not None:  # keep per-partition order with earlier produce() calls
+                self._close_batch(q, q.open)
+            seq = q.next_sequence if self.idempotent else -1
+            encoded = encode_batches(
+                v, k, t, h, compression=self.compression,
+                compression_level=self.compression_level, max_batch_bytes=self.arrow_batch_bytes,
+                producer_id=self.producer_id if self.idempotent else -1,
+                producer_epoch=self.producer_epoch if self.idempotent else -1,
+                base_sequence=seq, now_ms=now_ms)
+            now = time.monotonic()
+            for eb in encoded:
+                b = _Batch(tp, now)
+                b.encoded = eb
+                b.count = eb.record_count
+                b.size = len(eb.data)
+                b.base_sequence = seq
+                if self.idempotent:
+                    seq = (seq + eb.record_count) & 0x7FFFFFFF
+                q.ready.append(b)
+                self._queued_bytes += b.size
+                self._pending += b.count
+            if self.idempotent:
+                q.next_sequence = seq
+        self._wakeup()
+
+    def _close_batch(self, q: _PartitionQueue, b: _Batch) -> None:
+        """Caller holds the lock. Sequences are fixed here, in close order."""
+        if self.idempotent:
+            b.base_sequence = q.next_sequence
+            q.next_sequence = (q.next_sequence + b.count) & 0x7FFFFFFF
+        q.ready.append(b)
+        if q.open is b:
+            q.open = None
+
+    def _wakeup(self) -> None:
+        if self._wake is not None:
+            try:
+                self._loop.call_soon_threadsafe(self._wake.set)
+            except RuntimeError:  # loop closed
+                pass
+
+    def _wait_for_space(self) -> None:
+        deadline = time.monotonic() + self.max_block_ms / 1000
+        with self._done_cv:
+            while self._queued_bytes > self.buffer_memory:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise KafkaTimeoutError(
+                        f"buffer.memory ({self.buffer_memory} bytes) full for max.block.ms")
+                self._done_cv.wait(min(left, 0.1))
+
+    # ------------------------------------------------------------------ flush / poll
+
+    def poll(self, timeout: float | None = None) -> int:
+        """Delivery callbacks run on the I/O thread, so there is nothing to serve here;
+        kept for confluent-kafka compatibility. Returns 0."""
+        if timeout:
+            time.sleep(min(timeout, 0.001))
+        return 0
+
+    def flush(self, timeout: float | None = None, *, raise_errors: bool = True) -> int:
+        """Send everything queued now and wait for it; returns the records still pending.
+        Raises DeliveryError when records without a delivery callback failed."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            self._flushing += 1
+        try:
+            self._wakeup()
+            with self._done_cv:
+                while self._pending:
+                    left = None if deadline is None else deadline - time.monotonic()
+                    if left is not None and left <= 0:
+                        break
+                    self._done_cv.wait(0.05 if left is None else min(left, 0.05))
+                    if self._sender is not None and self._sender.done():
+                        break
+                left_n = self._pending
+                errors, self._errors = self._errors, []
+        finally:
+            with self._lock:
+                self._flushing -= 1
+        if self._sender is not None and self._sender.done() and self._sender.exception():
+            raise SparklogError(f"producer I/O thread died: {self._sender.exception()}")
+        if errors and raise_errors:
+            raise DeliveryError(f"{len(errors)} batch(es) failed: {errors[0]}") from errors[0]
+        return left_n
+
+    # ------------------------------------------------------------------ sender (loop thread)
+
+    async def _run_sender(self) -> None:
+        assert self._wake is not None
+        pending_tasks: set[asyncio.Task] = set()
+        timeout: float | None = None
+        while True:
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout)
+            except TimeoutError:
+                pass
+            self._wake.clear()
+            try:
+                requests, timeout = self._drain()
+            except Exception:
+                log.exception("producer drain failed")
+                timeout = 0.1
+                continue
+            for node, batches in requests:
+                t = asyncio.ensure_future(self._send_request(node, batches))
+                pending_tasks.add(t)
+                t.add_done_callback(pending_tasks.discard)
+
+    def _drain(self) -> tuple[list[tuple[int, list[_Batch]]], float | None]:
+        """Pick sendable batches: full ones, lingered ones, everything while flushing.
+        Returns (requests per node, seconds until the next linger deadline)."""
+        now = time.monotonic()
+        linger = self.linger_ms / 1000
+        next_wake: float | None = None
+        per_node: dict[int, list[_Batch]] = {}
+        md = self._client.metadata
+        need_metadata = False
+        with self._lock:
+            flushing = self._flushing > 0 or self._closed
+            for tp, q in self._queues.items():
+                b = q.open
+                if b is not None:
+                    due = b.created + linger
+                    if flushing or due <= now:
+                        self._close_batch(q, b)
+                    else:
+                        w = due - now
+                        next_wake = w if next_wake is None else min(next_wake, w)
+                if not q.ready:
+                    continue
+                if self.idempotent and q.in_flight and q.ready[0].attempts:
+                    continue  # a retry waits for its partition's requests to settle
+                leader = md.leader_for(tp)
+                if leader is None:
+                    need_metadata = True
+                    continue
+                per_node.setdefault(leader, []).append(q.ready[0])
+            requests: list[tuple[int, list[_Batch]]] = []
+            for node, heads in per_node.items():
+                # one batch per partition per request; up to max.in.flight requests per node
+                slots = self.max_in_flight - self._in_flight.get(node, 0)
+                while heads and slots > 0:
+                    chosen: list[_Batch] = []
+                    size = 0
+                    rest: list[_Batch] = []
+                    for b in heads:
+                        q = self._queues[b.tp]
+                        if chosen and size + b.size > self.max_request_size:
+                            rest.append(b)
+                            continue
+                        q.ready.popleft()
+                        q.in_flight += 1
+                        chosen.append(b)
+                        size += b.size
+                        if q.ready and not (self.idempotent and q.ready[0].attempts):
+                            rest.append(q.ready[0])
+                    requests.append((node, chosen))
+                    self._in_flight[node] = self._in_flight.get(node, 0) + 1
+                    slots -= 1
+                    heads = rest
+        if need_metadata:
+            asyncio.ensure_future(self._refresh_metadata())
+            next_wake = min(next_wake or 1.0, self._client.config.retry_backoff_ms / 1000)
+        return requests, next_wake
+
+    async def _refresh_metadata(self) -> None:
+        try:
+            topics = {tp.topic for tp in self._queues}
+            await self._client.refresh_metadata(topics)
+            for t in topics:
+                n = self._client.metadata.partition_count(t)
+                if n:
+                    self._partition_counts[t] = n
+        except Exception as e:  # retried by the next drain
+            log.debug("metadata refresh failed: %s", e)
+        assert self._wake is not None
+        self._wake.set()
+
+    def _encode(self, b: _Batch) -> EncodedBatch:
+        if b.encoded is None:
+            values = pa.array(b.values, pa.binary())
+            keys = pa.array(b.keys, pa.binary()) if b.has_key else None
+            headers = None
+            if b.headers is not None:
+                headers = pa.array(
+                    [None if h is None else [{"key": k, "value": v} for k, v in h]
+                     for h in b.headers], _HEADERS_TYPE)
+            ts = None
+            if b.timestamps:
+                ts = np.array([b.created_ms if t is None else t for t in b.timestamps],
+                              dtype=np.int64)
+            enc = encode_batches(
+                values, keys, ts, headers, now_ms=b.created_ms,
+                compression=self.compression, compression_level=self.compression_level,
+                max_batch_bytes=1 << 62,
+                producer_id=self.producer_id if self.idempotent else -1,
+                producer_epoch=self.producer_epoch if self.idempotent else -1,
+                base_sequence=b.base_sequence)
+            b.encoded = enc[0]
+        return b.encoded
+
+    async def _send_request(self, node: int, batches: list[_Batch]) -> None:
+        by_topic: dict[str, list] = {}
+        encoded_ok: list[_Batch] = []
+        for b in batches:
+            try:
+                enc = self._encode(b)
+            except Exception as e:
+                self._complete(b, -1, -1, e)
+                continue
+            encoded_ok.append(b)
+            by_topic.setdefault(b.tp.topic, []).append(
+                ProduceRequest.PartitionProduceData(index=b.tp.partition, records=enc.data))
+        batches = encoded_ok
+        try:
+            if not batches:
+                return
+            req = ProduceRequest(
+                transactional_id=None, acks=self.acks, timeout_ms=self.request_timeout_ms,
+                topic_data=[ProduceRequest.TopicProduceData(name=t, partition_data=pds)
+                            for t, pds in by_topic.items()])
+            try:
+                conn = await self._client.connection(node)
+                resp = await self._client.send(conn, req, expect_response=self.acks != 0,
+                                               timeout_ms=self.request_timeout_ms + 5000)
+            except (KafkaConnectionError, KafkaTimeoutError, KafkaError, OSError) as e:
+                self._client.invalidate()
+                for b in batches:
+                    self._retry_or_fail(b, e)
+                return
+            if resp is None:  # acks=0
+                for b in batches:
+                    self._complete(b, -1, -1, None)
+                return
+            by_tp = {b.tp: b for b in batches}
+            for tr in resp.responses:
+                for pr in tr.partition_responses:
+                    b = by_tp.pop(TopicPartition(tr.name, pr.index), None)
+                    if b is None:
+                        continue
+                    code = pr.error_code
+                    if code == 0 or code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
+                        self._complete(b, pr.base_offset, pr.log_append_time_ms, None)
+                        continue
+                    msg = getattr(pr, "error_message", None)
+                    self._retry_or_fail(b, error_for_code(code, msg or ErrorCode.for_code(code).name))
+            for b in by_tp.values():
+                self._retry_or_fail(b, KafkaError("partition missing from Produce response"))
+        finally:
+            with self._lock:
+                self._in_flight[node] = max(0, self._in_flight.get(node, 0) - 1)
+                for b in batches:
+                    q = self._queues.get(b.tp)
+                    if q is not None:
+                        q.in_flight = max(0, q.in_flight - 1)
+            assert self._wake is not None
+            self._wake.set()
+
+    def _retry_or_fail(self, b: _Batch, err: BaseException) -> None:
+        code = getattr(err, "error_code", None)
+        retriable = bool(getattr(err, "retriable", False)) or \
+            code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and self.idempotent
+        expired = (time.monotonic() - b.created) * 1000 >= self.delivery_timeout_ms
+        if retriable and b.attempts < self.retries and not expired and not self._closed:
+            b.attempts += 1
+            if code is not None and code in _STALE:
+                self._client.invalidate()
+            log.debug("retrying batch for %s (attempt %d): %s", b.tp, b.attempts, err)
+            with self._lock:
+                q = self._queues[b.tp]
+                # keep sequence order among waiting batches
+                items = list(q.ready) + [b]
+                items.sort(key=lambda x: (x.base_sequence if x.base_sequence >= 0 else 0))
+                if not self.idempotent:
+                    items = [b] + list(q.ready)
+                q.ready = deque(items)
+            if code is not None and code in _STALE:
+                asyncio.ensure_future(self._refresh_metadata())
+            return
+        self._complete(b, -1, -1, err)
+
+    def _complete(self, b: _Batch, base_offset: int, log_append_time: int,
+                  err: BaseException | None) -> None:
+        cbs = b.callbacks
+        if err is not None:
+            log.debug("delivery of %d records to %s failed: %s", b.count, b.tp, err)
+        if cbs is not None or self.interceptors:
+            topic, part = b.tp
+            for i in range(b.count):
+                cb = cbs[i] if cbs is not None else None
+                if cb is None and not self.interceptors:
+                    continue
+                ts = log_append_time if log_append_time >= 0 else (
+                    b.timestamps[i] if b.timestamps and b.timestamps[i] is not None
+                    else b.created_ms)
+                md = RecordMetadata(topic, part, base_offset + i if base_offset >= 0 else -1, ts,
+                                    b.keys[i] if b.keys else None,
+                                    b.values[i] if b.values else None)
+                for ic in self.interceptors:
+                    try:
+                        ic.on_acknowledgement(md if err is None else None, err)  # type: ignore[arg-type]
+                    except Exception:
+                        log.exception("interceptor on_acknowledgement failed")
+                if cb is not None:
+                    try:
+                        cb(err, md)
+                    except Exception:
+                        log.exception("delivery callback failed")
+        with self._done_cv:
+            if err is not None and (cbs is None or all(c is None for c in cbs)):
+                self._errors.append(err)
+            self._pending -= b.count
+            self._queued_bytes -= b.size if b.encoded is None else max(b.size, 0)
+            if self._queued_bytes < 0:
+                self._queued_bytes = 0
+            self._done_cv.notify_all()
+
+    # ------------------------------------------------------------------ metadata helpers
+
+    def list_topics(self, topic: str | None = None, timeout: float = 10.0) -> dict:
+        topics = None if topic is None else [topic]
+        return self._loop_thread.run(self._client.refresh_metadata(topics), timeout=timeout)
+
+    def partitions_for(self, topic: str) -> list[int]:
+        return list(range(self._partition_count(topic)))
+
+
+_STALE = frozenset({
+    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.FENCED_LEADER_EPOCH,
+    ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.NOT_ENOUGH_REPLICAS,
+})
+
+
+def _norm_headers(headers: Any) -> list[tuple[str, bytes | None]]:
+    items = headers.items() if isinstance(headers, dict) else headers
+    out = []
+    for k, v in items:
+        if isinstance(v, str):
+            v = v.encode()
+        out.append((k.decode() if isinstance(k, bytes) else str(k), v))
+    return out
+
+
+_ = UnsupportedVersionError  # re-exported error types used by callers

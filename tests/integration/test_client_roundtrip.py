@@ -1,0 +1,228 @@
+"""sparklog.client against a real broker: codecs, Arrow vs per-record, partitioner parity
+with confluent-kafka, admin operations."""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+
+import pyarrow as pa
+import pytest
+from confluent_kafka import Consumer as CKConsumer
+from confluent_kafka import Producer as CKProducer
+
+from sparklog.client import (
+    AdminClient,
+    Consumer,
+    DeliveryError,
+    NewTopic,
+    Producer,
+    TopicPartition,
+)
+from sparklog.client.partitioner import partition_for_key
+from sparklog.protocol.errors import (
+    OffsetOutOfRangeError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+)
+
+
+def _topic(prefix: str = "t") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="module")
+def admin(cluster):
+    a = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    yield a
+    a.close()
+
+
+def _drain(consumer: Consumer, expected: int, timeout: float = 20.0):
+    out = []
+    deadline = time.monotonic() + timeout
+    while len(out) < expected and time.monotonic() < deadline:
+        out.extend(consumer.consume(1000, 0.5))
+    return out
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
+def test_produce_consume_round_trip_every_codec(cluster, admin, codec):
+    topic = _topic(codec)
+    admin.create_topics([NewTopic(topic, 2)])
+    rng = random.Random(codec)
+    sent = [(f"k{i}".encode(), rng.randbytes(rng.randint(0, 500)),
+             [("h", str(i).encode())] if i % 3 == 0 else []) for i in range(400)]
+    reports = []
+    with Producer({"bootstrap.servers": cluster.bootstrap_servers,
+                   "compression.type": codec, "linger.ms": 2}) as p:
+        for k, v, h in sent:
+            p.produce(topic, v, key=k, headers=h or None,
+                      on_delivery=lambda err, md: reports.append((err, md)))
+        assert p.flush(30) == 0
+    assert len(reports) == 400 and all(err is None for err, _ in reports)
+    assert all(md.offset >= 0 for _, md in reports)
+    c = Consumer({"bootstrap.servers": cluster.bootstrap_servers})
+    c.assign([TopicPartition(topic, 0), TopicPartition(topic, 1)])
+    c.seek_to_beginning()
+    got = _drain(c, 400)
+    c.close()
+    assert len(got) == 400
+    by_key = {r.key: r for r in got}
+    for k, v, h in sent:
+        r = by_key[k]
+        assert r.value == v and r.headers == h
+        assert r.partition == partition_for_key(k, 2)
+    # per partition, offsets are dense and in produce order
+    for p in (0, 1):
+        offs = [r.offset for r in got if r.partition == p]
+        assert offs == list(range(len(offs)))
+
+
+def test_arrow_path_equals_per_record_path(cluster, admin):
+    topic = _topic("arrow")
+    admin.create_topics([NewTopic(topic, 1)])
+    tp = TopicPartition(topic, 0)
+    hdr_type = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+    n = 3000
+    values = pa.array([None if i % 50 == 0 else f"value-{i}".encode() * (i % 7 + 1)
+                       for i in range(n)], pa.binary())
+    keys = pa.array([None if i % 3 == 0 else f"key-{i}".encode() for i in range(n)], pa.binary())
+    headers = pa.array([[{"key": "a", "value": str(i).encode()}] if i % 4 == 0 else []
+                        for i in range(n)], hdr_type)
+    with Producer({"bootstrap.servers": cluster.bootstrap_servers}) as p:
+        assert p.produce_arrow(topic, values, keys=keys, partitions=pa.array([0] * n, pa.int32()),
+                               headers=headers) == n
+        for i in range(200):  # and a per-record tail with explicit timestamps
+            p.produce(topic, f"tail-{i}", key=None, partition=0, timestamp=1_700_000_000_000 + i)
+        assert p.flush(30) == 0
+    c = Consumer({"bootstrap.servers": cluster.bootstrap_servers})
+    batches, pos = [], 0
+    while pos < n + 200:
+        b = c.fetch_arrow(tp, pos, n + 200, max_bytes=64 * 1024)
+        assert b.num_rows > 0
+        batches.append(b)
+        pos = b.column("offset")[b.num_rows - 1].as_py() + 1
+    table = pa.Table.from_batches(batches)
+    assert table.column("offset").to_pylist() == list(range(n + 200))
+    assert table.column("value").to_pylist()[:n] == values.to_pylist()
+    assert table.column("key").to_pylist()[:n] == keys.to_pylist()
+    assert table.schema.names == ["key", "value", "topic", "partition", "offset", "timestamp",
+                                  "timestampType", "headers"]
+    c.assign([tp])
+    c.seek(tp, 0)
+    recs = _drain(c, n + 200)
+    c.close()
+    assert [r.value for r in recs] == table.column("value").to_pylist()
+    assert [r.key for r in recs] == table.column("key").to_pylist()
+    assert [r.timestamp for r in recs] == table.column("timestamp").cast(pa.int64()).to_pylist()
+    assert [[{"key": k, "value": v} for k, v in r.headers] for r in recs] == \
+        table.column("headers").to_pylist()
+    assert recs[-1].timestamp == 1_700_000_000_199
+    # a sub-range, and the fetch past the end
+    sub = Consumer({"bootstrap.servers": cluster.bootstrap_servers})
+    part = sub.fetch_arrow(tp, 100, 110, include_headers=False)
+    assert part.column("offset").to_pylist() == list(range(100, 110))
+    assert "headers" not in part.schema.names
+    empty = sub.fetch_arrow(tp, n + 200, timeout_ms=2000)
+    assert empty.num_rows == 0
+    sizes = sub.fetch_batch_sizes(tp, 0)
+    assert sizes and sizes[-1][0] == n + 200 and all(s > 61 for _, s in sizes)
+    sub.close()
+
+
+def test_fetch_arrow_below_log_start_raises_out_of_range(cluster, admin):
+    topic = _topic("oor")
+    admin.create_topics([NewTopic(topic, 1)])
+    tp = TopicPartition(topic, 0)
+    with Producer({"bootstrap.servers": cluster.bootstrap_servers}) as p:
+        p.produce_arrow(topic, pa.array([b"x"] * 50))
+        assert p.flush(10) == 0
+    assert admin.delete_records({tp: 20}) == {tp: 20}
+    c = Consumer({"bootstrap.servers": cluster.bootstrap_servers})
+    with pytest.raises(OffsetOutOfRangeError) as ei:
+        c.fetch_arrow(tp, 5)
+    assert ei.value.log_start_offset == 20
+    assert c.fetch_arrow(tp, 20).num_rows == 30
+    c.close()
+
+
+def test_partitioner_matches_confluent_kafka_murmur2_random(cluster, admin):
+    topic = _topic("parity")
+    admin.create_topics([NewTopic(topic, 7)])
+    rng = random.Random(11)
+    keys = [rng.randbytes(rng.randint(1, 24)) for _ in range(10_000)]
+    ck = CKProducer({"bootstrap.servers": cluster.bootstrap_servers,
+                     "partitioner": "murmur2_random", "linger.ms": 20})
+    for i, k in enumerate(keys):
+        ck.produce(topic, value=str(i).encode(), key=k)
+    assert ck.flush(60) == 0
+    where = {}
+    c = Consumer({"bootstrap.servers": cluster.bootstrap_servers})
+    for p in range(7):
+        pos = 0
+        while True:
+            b = c.fetch_arrow(TopicPartition(topic, p), pos, max_bytes=4 * 1024 * 1024)
+            if b.num_rows == 0:
+                break
+            for k in b.column("key").to_pylist():
+                where[k] = p
+            pos = b.column("offset")[b.num_rows - 1].as_py() + 1
+    c.close()
+    assert len(where) == len(set(keys))
+    mismatched = [k for k in keys if where[k] != partition_for_key(k, 7)]
+    assert mismatched == []
+    # and our producer puts every key on the same partition as confluent-kafka did
+    mine = _topic("parity2")
+    admin.create_topics([NewTopic(mine, 7)])
+    with Producer({"bootstrap.servers": cluster.bootstrap_servers}) as p:
+        p.produce_arrow(mine, pa.array([b"v"] * len(keys)), keys=pa.array(keys, pa.binary()))
+        assert p.flush(30) == 0
+    ckc = CKConsumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": _topic("g"),
+                      "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    ckc.subscribe([mine])
+    seen = {}
+    deadline = time.monotonic() + 60
+    while len(seen) < len(set(keys)) and time.monotonic() < deadline:
+        for m in ckc.consume(1000, 1.0):
+            if m.error() is None:
+                seen[m.key()] = m.partition()
+    ckc.close()
+    assert seen == where
+
+
+def test_admin_topics_configs_partitions_and_errors(cluster, admin):
+    topic = _topic("adm")
+    admin.create_topics([NewTopic(topic, 2, config={"retention.ms": "3600000"})])
+    with pytest.raises(TopicAlreadyExistsError):
+        admin.create_topics([NewTopic(topic, 2)])
+    md = admin.list_topics()[topic]
+    assert sorted(md.partitions) == [0, 1]
+    assert all(pm.leader == 1 and pm.replicas == [1] and pm.isr == [1]
+               for pm in md.partitions.values())
+    cfg = admin.describe_configs(topic)
+    assert cfg["retention.ms"].value == "3600000"
+    assert cfg["retention.ms"].source == "DYNAMIC_TOPIC_CONFIG"
+    admin.alter_configs(topic, {"cleanup.policy": "compact"})
+    cfg = admin.describe_configs(topic)
+    assert cfg["cleanup.policy"].value == "compact" and cfg["retention.ms"].value == "3600000"
+    admin.create_partitions({topic: 4})
+    assert sorted(admin.describe_topics([topic])[topic].partitions) == [0, 1, 2, 3]
+    admin.delete_topics([topic])
+    with pytest.raises(UnknownTopicOrPartitionError):
+        admin.describe_topics([topic])
+    desc = admin.describe_cluster()
+    assert [b.node_id for b in desc.brokers] == [1] and desc.controller_id == 1
+
+
+def test_produce_to_missing_partition_and_failed_delivery_surface(cluster, admin):
+    topic = _topic("fail")
+    admin.create_topics([NewTopic(topic, 1)])
+    with Producer({"bootstrap.servers": cluster.bootstrap_servers}) as p:
+        with pytest.raises(UnknownTopicOrPartitionError):
+            p.produce(topic, b"x", partition=5)
+        # bigger than max.message.bytes: the broker refuses it, flush() says so
+        p.produce_arrow(topic, pa.array([b"x" * 2_000_000]))
+        with pytest.raises(DeliveryError):
+            p.flush(30)

@@ -220,7 +220,9 @@ async def handle_offset_fetch(ctx: RequestContext, request: Any) -> Any:
 # --------------------------------------------------------------------------- admin
 
 
-@register(ApiKey.LIST_GROUPS, 0, 1)
+# v3+ is flexible, v4 adds the state (filter): confluent-kafka and kafka-python admins
+# report group states only from v4 on.
+@register(ApiKey.LIST_GROUPS, 0, 4)
 async def handle_list_groups(ctx: RequestContext, request: Any) -> Any:
     cls = _resp(ApiKey.LIST_GROUPS)
     gc = coordinator(ctx)

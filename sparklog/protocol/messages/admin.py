@@ -10,8 +10,10 @@ from sparklog.protocol.schema import api, f, schema
 #   v3  same layout (throttling after the response)
 #   v4  same layout; -1 partitions / replication factor = broker defaults (KIP-464)
 #   v5  flexible; the response echoes partitions, replication and configs (KIP-525)
+#   v6  same layout (THROTTLING_QUOTA_EXCEEDED may be returned, KIP-599)
+#   v7  response carries the topic_id (KIP-516)
 CREATE_TOPICS = api(
-    19, "CreateTopics", versions=(2, 5), flexible=5,
+    19, "CreateTopics", versions=(2, 7), flexible=5,
     request=schema("CreateTopicsRequest", [
         f("topics", "[]CreatableTopic", fields=[
             f("name", "string"),
@@ -33,6 +35,7 @@ CREATE_TOPICS = api(
         f("throttle_time_ms", "int32", "2+"),
         f("topics", "[]CreatableTopicResult", fields=[
             f("name", "string"),
+            f("topic_id", "uuid", "7+"),
             f("error_code", "int16"),
             f("error_message", "string", "1+", nullable="0+"),
             f("topic_config_error_code", "int16", "5+", tag=0),
@@ -57,17 +60,25 @@ CreateTopicsResponse = CREATE_TOPICS.response
 #   v2  same layout (throttling after the response)
 #   v3  same layout (TOPIC_DELETION_DISABLED may be returned)
 #   v4  flexible
+#   v5  response error_message; THROTTLING_QUOTA_EXCEEDED may be returned (KIP-599)
+#   v6  topics by name or id (topics list replaces topic_names; KIP-516)
 DELETE_TOPICS = api(
-    20, "DeleteTopics", versions=(1, 4), flexible=4,
+    20, "DeleteTopics", versions=(1, 6), flexible=4,
     request=schema("DeleteTopicsRequest", [
-        f("topic_names", "[]string"),
+        f("topics", "[]DeleteTopicState", "6+", fields=[
+            f("name", "string", "6+", nullable="6+", default=None),
+            f("topic_id", "uuid", "6+"),
+        ]),
+        f("topic_names", "[]string", "0-5"),
         f("timeout_ms", "int32"),
     ]),
     response=schema("DeleteTopicsResponse", [
         f("throttle_time_ms", "int32", "1+"),
         f("responses", "[]DeletableTopicResult", fields=[
-            f("name", "string"),
+            f("name", "string", nullable="6+"),
+            f("topic_id", "uuid", "6+"),
             f("error_code", "int16"),
+            f("error_message", "string", "5+", nullable="5+", default=None),
         ]),
     ]),
 )

@@ -13,8 +13,9 @@ from sparklog.protocol.schema import api, f, schema
 #   v2  same layout (the broker may throttle this API too)
 #   v3  flexible; the request names the client software (KIP-511); the response may
 #       carry feature flags as tagged fields (KIP-584)
+#   v4  same layout; a supported feature may now have min_version 0 (KAFKA-17011)
 API_VERSIONS = api(
-    18, "ApiVersions", versions=(0, 3), flexible=3,
+    18, "ApiVersions", versions=(0, 4), flexible=3,
     request=schema("ApiVersionsRequest", [
         f("client_software_name", "string", "3+"),
         f("client_software_version", "string", "3+"),

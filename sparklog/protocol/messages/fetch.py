@@ -21,11 +21,19 @@ from sparklog.protocol.schema import api, f, schema
 #   v12 flexible; last_fetched_epoch (truncation detection, KIP-595); tagged diverging
 #       epoch / current leader / snapshot id in the response
 #   v13 topics addressed by topic_id instead of name (KIP-516)
+#   v14 same layout (OFFSET_MOVED_TO_TIERED_STORAGE may be returned, KIP-405)
+#   v15 followers identify through the tagged replica_state (id + broker epoch), replacing
+#       replica_id (KIP-903)
+#   v16 same request; the response may list node_endpoints of new leaders (KIP-951)
 FETCH = api(
-    1, "Fetch", versions=(4, 13), flexible=12,
+    1, "Fetch", versions=(4, 16), flexible=12,
     request=schema("FetchRequest", [
         f("cluster_id", "string", "12+", nullable="12+", default=None, tag=0),
-        f("replica_id", "int32", default=-1),
+        f("replica_id", "int32", "0-14", default=-1),
+        f("replica_state", "ReplicaState", "15+", tag=1, fields=[
+            f("replica_id", "int32", "15+", default=-1),
+            f("replica_epoch", "int64", "15+", default=-1),
+        ]),
         f("max_wait_ms", "int32"),
         f("min_bytes", "int32"),
         f("max_bytes", "int32", "3+", default=0x7fffffff),
@@ -85,6 +93,12 @@ FETCH = api(
                 f("records", "records", nullable="0+", default=b""),
             ]),
         ]),
+        f("node_endpoints", "[]NodeEndpoint", "16+", tag=0, fields=[
+            f("node_id", "int32", "16+"),
+            f("host", "string", "16+"),
+            f("port", "int32", "16+"),
+            f("rack", "string", "16+", nullable="16+", default=None),
+        ]),
     ]),
 )
 FetchRequest = FETCH.request
@@ -99,8 +113,10 @@ FetchResponse = FETCH.response
 #   v5  same layout (OFFSET_NOT_AVAILABLE may be returned)
 #   v6  flexible
 #   v7  same layout; accepts timestamp -3 = offset of the max timestamp (KIP-734)
+#   v8  accepts timestamp -4 = earliest offset still in local storage (KIP-405)
+#   v9  accepts timestamp -5 = latest tiered offset (KIP-1005)
 LIST_OFFSETS = api(
-    2, "ListOffsets", versions=(1, 7), flexible=6,
+    2, "ListOffsets", versions=(1, 9), flexible=6,
     request=schema("ListOffsetsRequest", [
         f("replica_id", "int32"),
         f("isolation_level", "int8", "2+"),

@@ -9,20 +9,32 @@ from sparklog.protocol.schema import api, f, schema
 #   v0  group coordinator by group id
 #   v1  key_type (0 group, 1 transaction); response gets throttle_time_ms, error_message
 #   v2  same layout (throttling after the response)
-#   v3  flexible (v4+ batches keys, not declared here)
+#   v3  flexible
+#   v4  batched: coordinator_keys in, a coordinators list out (KIP-699)
+#   v5  same layout (TRANSACTION_ABORTABLE may be returned, KIP-890)
+#   v6  same layout (key_type 2 = share group, KIP-932)
 FIND_COORDINATOR = api(
-    10, "FindCoordinator", versions=(0, 3), flexible=3,
+    10, "FindCoordinator", versions=(0, 6), flexible=3,
     request=schema("FindCoordinatorRequest", [
-        f("key", "string"),
+        f("key", "string", "0-3"),
         f("key_type", "int8", "1+"),
+        f("coordinator_keys", "[]string", "4+"),
     ]),
     response=schema("FindCoordinatorResponse", [
         f("throttle_time_ms", "int32", "1+"),
-        f("error_code", "int16"),
-        f("error_message", "string", "1+", nullable="1+"),
-        f("node_id", "int32"),
-        f("host", "string"),
-        f("port", "int32"),
+        f("error_code", "int16", "0-3"),
+        f("error_message", "string", "1-3", nullable="1-3"),
+        f("node_id", "int32", "0-3"),
+        f("host", "string", "0-3"),
+        f("port", "int32", "0-3"),
+        f("coordinators", "[]Coordinator", "4+", fields=[
+            f("key", "string", "4+"),
+            f("node_id", "int32", "4+"),
+            f("host", "string", "4+"),
+            f("port", "int32", "4+"),
+            f("error_code", "int16", "4+"),
+            f("error_message", "string", "4+", nullable="4+"),
+        ]),
     ]),
 )
 FindCoordinatorRequest = FIND_COORDINATOR.request
@@ -38,8 +50,10 @@ FindCoordinatorResponse = FIND_COORDINATOR.response
 #   v5  group_instance_id for static membership (KIP-345)
 #   v6  flexible
 #   v7  response names the protocol_type (KIP-559)
+#   v8  reason in the request (KIP-800)
+#   v9  response skip_assignment (the leader need not assign, KIP-814)
 JOIN_GROUP = api(
-    11, "JoinGroup", versions=(0, 7), flexible=6,
+    11, "JoinGroup", versions=(0, 9), flexible=6,
     request=schema("JoinGroupRequest", [
         f("group_id", "string"),
         f("session_timeout_ms", "int32"),
@@ -51,6 +65,7 @@ JOIN_GROUP = api(
             f("name", "string"),
             f("metadata", "bytes"),
         ]),
+        f("reason", "string", "8+", nullable="8+", default=None),
     ]),
     response=schema("JoinGroupResponse", [
         f("throttle_time_ms", "int32", "2+"),
@@ -59,6 +74,7 @@ JOIN_GROUP = api(
         f("protocol_type", "string", "7+", nullable="7+", default=None),
         f("protocol_name", "string", nullable="7+"),
         f("leader", "string"),
+        f("skip_assignment", "bool", "9+"),
         f("member_id", "string"),
         f("members", "[]JoinGroupResponseMember", fields=[
             f("member_id", "string"),
@@ -130,14 +146,16 @@ HeartbeatResponse = HEARTBEAT.response
 #   v2  same layout (throttling after the response)
 #   v3  batched: a list of members (member id + group instance id) leaves at once (KIP-345)
 #   v4  flexible
+#   v5  per-member reason (KIP-800)
 LEAVE_GROUP = api(
-    13, "LeaveGroup", versions=(0, 4), flexible=4,
+    13, "LeaveGroup", versions=(0, 5), flexible=4,
     request=schema("LeaveGroupRequest", [
         f("group_id", "string"),
         f("member_id", "string", "0-2"),
         f("members", "[]MemberIdentity", "3+", fields=[
             f("member_id", "string", "3+"),
             f("group_instance_id", "string", "3+", nullable="3+", default=None),
+            f("reason", "string", "5+", nullable="5+", default=None),
         ]),
     ]),
     response=schema("LeaveGroupResponse", [
@@ -159,10 +177,12 @@ LeaveGroupResponse = LEAVE_GROUP.response
 #   v2  same layout (throttling after the response)
 #   v3  flexible
 #   v4  states_filter in the request, group_state in the response (KIP-518)
+#   v5  types_filter in the request, group_type in the response (KIP-848)
 LIST_GROUPS = api(
-    16, "ListGroups", versions=(0, 4), flexible=3,
+    16, "ListGroups", versions=(0, 5), flexible=3,
     request=schema("ListGroupsRequest", [
         f("states_filter", "[]string", "4+"),
+        f("types_filter", "[]string", "5+"),
     ]),
     response=schema("ListGroupsResponse", [
         f("throttle_time_ms", "int32", "1+"),
@@ -171,6 +191,7 @@ LIST_GROUPS = api(
             f("group_id", "string"),
             f("protocol_type", "string"),
             f("group_state", "string", "4+"),
+            f("group_type", "string", "5+"),
         ]),
     ]),
 )
@@ -184,8 +205,9 @@ ListGroupsResponse = LIST_GROUPS.response
 #   v3  include_authorized_operations; groups carry authorized_operations (KIP-430)
 #   v4  members carry group_instance_id (KIP-345)
 #   v5  flexible
+#   v6  groups carry an error_message; unknown groups get GROUP_ID_NOT_FOUND (KIP-1043)
 DESCRIBE_GROUPS = api(
-    15, "DescribeGroups", versions=(0, 5), flexible=5,
+    15, "DescribeGroups", versions=(0, 6), flexible=5,
     request=schema("DescribeGroupsRequest", [
         f("groups", "[]string"),
         f("include_authorized_operations", "bool", "3+"),
@@ -194,6 +216,7 @@ DESCRIBE_GROUPS = api(
         f("throttle_time_ms", "int32", "1+"),
         f("groups", "[]DescribedGroup", fields=[
             f("error_code", "int16"),
+            f("error_message", "string", "6+", nullable="6+", default=None),
             f("group_id", "string"),
             f("group_state", "string"),
             f("protocol_type", "string"),

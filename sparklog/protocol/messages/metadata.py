@@ -17,8 +17,9 @@ from sparklog.protocol.schema import api, f, schema
 #   v10 topic ids (KIP-516)
 #   v11 cluster authorized operations move to DescribeCluster and leave this API
 #   v12 topic name may be null in the response when a topic is addressed by id
+#   v13 response adds a top-level error_code (KIP-1102)
 METADATA = api(
-    3, "Metadata", versions=(1, 12), flexible=9,
+    3, "Metadata", versions=(1, 13), flexible=9,
     request=schema("MetadataRequest", [
         f("topics", "[]MetadataRequestTopic", nullable="1+", fields=[
             f("topic_id", "uuid", "10+"),
@@ -55,6 +56,7 @@ METADATA = api(
             f("topic_authorized_operations", "int32", "8+", default=-2147483648),
         ]),
         f("cluster_authorized_operations", "int32", "8-10", default=-2147483648),
+        f("error_code", "int16", "13+"),
     ]),
 )
 MetadataRequest = METADATA.request
@@ -64,11 +66,13 @@ MetadataResponse = METADATA.response
 # DescribeCluster (flexible from v0; KIP-700)
 #   v0  cluster id, controller, brokers, cluster authorized operations
 #   v1  endpoint_type in request and response (brokers vs. controllers, KIP-919)
+#   v2  include_fenced_brokers in the request, is_fenced per broker (KIP-1073)
 DESCRIBE_CLUSTER = api(
-    60, "DescribeCluster", versions=(0, 1), flexible=0,
+    60, "DescribeCluster", versions=(0, 2), flexible=0,
     request=schema("DescribeClusterRequest", [
         f("include_cluster_authorized_operations", "bool"),
         f("endpoint_type", "int8", "1+", default=1),
+        f("include_fenced_brokers", "bool", "2+"),
     ]),
     response=schema("DescribeClusterResponse", [
         f("throttle_time_ms", "int32"),
@@ -82,6 +86,7 @@ DESCRIBE_CLUSTER = api(
             f("host", "string"),
             f("port", "int32"),
             f("rack", "string", nullable="0+", default=None),
+            f("is_fenced", "bool", "2+"),
         ]),
         f("cluster_authorized_operations", "int32", default=-2147483648),
     ]),

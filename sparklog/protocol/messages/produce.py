@@ -7,6 +7,9 @@ Request changelog
   v4-v8   same layout (new error codes: KAFKA_STORAGE_ERROR v4, per-record errors v8, ...)
   v9      first flexible version (compact encodings, tag buffers)
   v10     same layout; the response may carry the new leader (KIP-951)
+  v11     same layout (TRANSACTION_ABORTABLE may be returned, KIP-890)
+  v12     same layout; a transactional produce adds its partition to the transaction
+          implicitly (KIP-890 part 2)
 
 Response changelog
   v1      adds throttle_time_ms
@@ -19,7 +22,7 @@ Response changelog
 from sparklog.protocol.schema import api, f, schema
 
 PRODUCE = api(
-    0, "Produce", versions=(0, 10), flexible=9,
+    0, "Produce", versions=(0, 12), flexible=9,
     request=schema("ProduceRequest", [
         f("transactional_id", "string", "3+", nullable="3+", default=None),
         f("acks", "int16"),

@@ -10,8 +10,9 @@ from sparklog.protocol.schema import api, f, schema
 #   v2  flexible
 #   v3  producer_id/producer_epoch of the caller, to bump its epoch after errors (KIP-360)
 #   v4  same layout (PRODUCER_FENCED may be returned, KIP-588)
+#   v5  same layout (TRANSACTION_ABORTABLE may be returned, KIP-890)
 INIT_PRODUCER_ID = api(
-    22, "InitProducerId", versions=(0, 4), flexible=2,
+    22, "InitProducerId", versions=(0, 5), flexible=2,
     request=schema("InitProducerIdRequest", [
         f("transactional_id", "string", nullable="0+"),
         f("transaction_timeout_ms", "int32"),
@@ -29,18 +30,28 @@ InitProducerIdRequest = INIT_PRODUCER_ID.request
 InitProducerIdResponse = INIT_PRODUCER_ID.response
 
 
-# AddPartitionsToTxn (field names as Kafka spells them since KIP-890 made v4+ batched)
+# AddPartitionsToTxn (v0-v3 fields carry the v3_and_below_ prefix Kafka gave them in KIP-890)
 #   v0  transactional id, producer id/epoch, topics with partitions
 #   v1  same layout (throttling after the response)
 #   v2  same layout (PRODUCER_FENCED semantics, KIP-588)
 #   v3  flexible
+#   v4  batched by transaction (broker to broker), with verify_only (KIP-890); results
+#       per transaction and a top-level error_code
+#   v5  same layout (TRANSACTION_ABORTABLE may be returned, KIP-890)
 ADD_PARTITIONS_TO_TXN = api(
-    24, "AddPartitionsToTxn", versions=(0, 3), flexible=3,
+    24, "AddPartitionsToTxn", versions=(0, 5), flexible=3,
     request=schema("AddPartitionsToTxnRequest", [
-        f("v3_and_below_transactional_id", "string"),
-        f("v3_and_below_producer_id", "int64"),
-        f("v3_and_below_producer_epoch", "int16"),
-        f("v3_and_below_topics", "[]AddPartitionsToTxnTopic"),
+        f("transactions", "[]AddPartitionsToTxnTransaction", "4+", fields=[
+            f("transactional_id", "string", "4+"),
+            f("producer_id", "int64", "4+"),
+            f("producer_epoch", "int16", "4+"),
+            f("verify_only", "bool", "4+", default=True),
+            f("topics", "[]AddPartitionsToTxnTopic", "4+"),
+        ]),
+        f("v3_and_below_transactional_id", "string", "0-3"),
+        f("v3_and_below_producer_id", "int64", "0-3"),
+        f("v3_and_below_producer_epoch", "int16", "0-3"),
+        f("v3_and_below_topics", "[]AddPartitionsToTxnTopic", "0-3"),
     ], structs={
         "AddPartitionsToTxnTopic": [
             f("name", "string"),
@@ -49,7 +60,12 @@ ADD_PARTITIONS_TO_TXN = api(
     }),
     response=schema("AddPartitionsToTxnResponse", [
         f("throttle_time_ms", "int32"),
-        f("results_by_topic_v3_and_below", "[]AddPartitionsToTxnTopicResult"),
+        f("error_code", "int16", "4+"),
+        f("results_by_transaction", "[]AddPartitionsToTxnResult", "4+", fields=[
+            f("transactional_id", "string", "4+"),
+            f("topic_results", "[]AddPartitionsToTxnTopicResult", "4+"),
+        ]),
+        f("results_by_topic_v3_and_below", "[]AddPartitionsToTxnTopicResult", "0-3"),
     ], structs={
         "AddPartitionsToTxnTopicResult": [
             f("name", "string"),
@@ -70,8 +86,9 @@ AddPartitionsToTxnResponse = ADD_PARTITIONS_TO_TXN.response
 #   v1  same layout (throttling after the response)
 #   v2  same layout (PRODUCER_FENCED semantics, KIP-588)
 #   v3  flexible
+#   v4  same layout (TRANSACTION_ABORTABLE may be returned, KIP-890)
 ADD_OFFSETS_TO_TXN = api(
-    25, "AddOffsetsToTxn", versions=(0, 3), flexible=3,
+    25, "AddOffsetsToTxn", versions=(0, 4), flexible=3,
     request=schema("AddOffsetsToTxnRequest", [
         f("transactional_id", "string"),
         f("producer_id", "int64"),
@@ -92,8 +109,11 @@ AddOffsetsToTxnResponse = ADD_OFFSETS_TO_TXN.response
 #   v1  same layout (throttling after the response)
 #   v2  same layout (PRODUCER_FENCED semantics, KIP-588)
 #   v3  flexible
+#   v4  same layout (TRANSACTION_ABORTABLE may be returned, KIP-890)
+#   v5  response returns producer_id/producer_epoch: the epoch is bumped on every
+#       transaction (KIP-890 part 2)
 END_TXN = api(
-    26, "EndTxn", versions=(0, 3), flexible=3,
+    26, "EndTxn", versions=(0, 5), flexible=3,
     request=schema("EndTxnRequest", [
         f("transactional_id", "string"),
         f("producer_id", "int64"),
@@ -103,6 +123,8 @@ END_TXN = api(
     response=schema("EndTxnResponse", [
         f("throttle_time_ms", "int32"),
         f("error_code", "int16"),
+        f("producer_id", "int64", "5+", default=-1),
+        f("producer_epoch", "int16", "5+", default=-1),
     ]),
 )
 EndTxnRequest = END_TXN.request
@@ -114,8 +136,10 @@ EndTxnResponse = END_TXN.response
 #   v1  same layout (throttling after the response)
 #   v2  committed_leader_epoch per partition (KIP-320)
 #   v3  flexible; generation_id, member_id, group_instance_id for fencing (KIP-447)
+#   v4  same layout (TRANSACTION_ABORTABLE may be returned, KIP-890)
+#   v5  same layout (the group is added to the transaction implicitly, KIP-890 part 2)
 TXN_OFFSET_COMMIT = api(
-    28, "TxnOffsetCommit", versions=(0, 3), flexible=3,
+    28, "TxnOffsetCommit", versions=(0, 5), flexible=3,
     request=schema("TxnOffsetCommitRequest", [
         f("transactional_id", "string"),
         f("group_id", "string"),
@@ -152,8 +176,9 @@ TxnOffsetCommitResponse = TXN_OFFSET_COMMIT.response
 # WriteTxnMarkers (coordinator -> partition leaders: write COMMIT/ABORT control batches)
 #   v0  markers per producer with topics/partitions and the coordinator epoch
 #   v1  flexible
+#   v2  transaction_version per marker (KIP-1228)
 WRITE_TXN_MARKERS = api(
-    27, "WriteTxnMarkers", versions=(0, 1), flexible=1,
+    27, "WriteTxnMarkers", versions=(0, 2), flexible=1,
     request=schema("WriteTxnMarkersRequest", [
         f("markers", "[]WritableTxnMarker", fields=[
             f("producer_id", "int64"),
@@ -164,6 +189,7 @@ WRITE_TXN_MARKERS = api(
                 f("partition_indexes", "[]int32"),
             ]),
             f("coordinator_epoch", "int32"),
+            f("transaction_version", "int8", "2+"),
         ]),
     ]),
     response=schema("WriteTxnMarkersResponse", [

@@ -92,15 +92,15 @@ def test_api_versions_response_header_is_always_v0():
 
 
 def test_unsupported_and_unknown_requests_still_yield_a_header():
-    # ApiVersions v4 (not declared) is flexible in Kafka: header v2 is read correctly.
+    # ApiVersions v5 (not declared) is flexible in Kafka: header v2 is read correctly.
     w = Writer()
-    write_request_header(w, RequestHeader(18, 4, 42, "librdkafka"), 2)
+    write_request_header(w, RequestHeader(18, 5, 42, "librdkafka"), 2)
     w.compact_string("librdkafka")
     body = w.getvalue()
     header, pos = decode_request_header(body)
-    assert (header.api_key, header.api_version, header.correlation_id) == (18, 4, 42)
+    assert (header.api_key, header.api_version, header.correlation_id) == (18, 5, 42)
     with pytest.raises(UnsupportedVersionError):
-        decode_request(18, 4, body, pos)
+        decode_request(18, 5, body, pos)
     # Unknown API key: header v1 is assumed.
     w = Writer()
     write_request_header(w, RequestHeader(999, 0, 7, None), 1)

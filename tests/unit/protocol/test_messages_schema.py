@@ -83,7 +83,7 @@ def test_unknown_tags_survive_a_round_trip():
 
 def test_unsupported_version_and_garbage():
     with pytest.raises(UnsupportedVersionError):
-        ProduceRequest().encode(11)
+        ProduceRequest().encode(13)
     with pytest.raises(UnsupportedVersionError):
         FetchRequest.decode(b"", 3)
     # an array count far beyond the frame is rejected before allocating

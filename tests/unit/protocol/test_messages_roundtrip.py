@@ -5,6 +5,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).parent))
 from messages_gen import make_message  # noqa: E402
@@ -81,3 +83,16 @@ def test_mutated_frames_raise_only_malformed(key):
                     cls.decode(bytes(mutated), version)
                 except MalformedFrameError:
                     pass
+
+
+@pytest.mark.parametrize("key", sorted(API_BY_KEY))
+@settings(max_examples=25, deadline=None)
+@given(rnd=st.randoms(use_true_random=False), data=st.data())
+def test_round_trip_property(key, rnd, data):
+    spec = API_BY_KEY[key]
+    version = data.draw(st.integers(spec.min_version, spec.max_version), label="version")
+    cls = data.draw(st.sampled_from([spec.request, spec.response]), label="kind")
+    msg = make_message(rnd, cls, version)
+    encoded = msg.encode(version)
+    assert cls.decode(encoded, version) == msg
+    assert cls.decode(encoded, version).encode(version) == encoded

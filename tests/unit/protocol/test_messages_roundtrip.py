@@ -48,13 +48,8 @@ def test_truncation_raises_malformed_only(name, kind, version):
     msg = make_message(rng, cls, version)
     data = msg.encode(version)
     for cut in range(len(data)):
-        try:
+        with pytest.raises(MalformedFrameError):
             cls.decode(data[:cut], version)
-        except MalformedFrameError:
-            continue
-        # A prefix may itself be a valid shorter message only if the message ends in
-        # an empty/optional tail; it must then differ from the full message.
-        assert cls.decode(data[:cut], version) != msg
 
 
 def test_default_instances_encode_in_every_version():

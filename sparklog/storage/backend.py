@@ -63,6 +63,20 @@ class FileSlice:
             f.seek(self.position)
             return f.read(self.size)
 
+    def read_into(self, buf: bytearray | memoryview, offset: int = 0) -> int:
+        """Copy the slice into ``buf[offset:]`` without allocating; returns bytes copied."""
+        view = memoryview(buf)[offset : offset + self.size]
+        if self._fd is not None:
+            try:
+                n = os.preadv(self._fd, [view], self.position)
+                if n == self.size:
+                    return n
+            except OSError:
+                pass
+        data = self.read_bytes()
+        view[: len(data)] = data
+        return len(data)
+
     def __len__(self) -> int:
         return self.size
 

@@ -62,8 +62,6 @@ from sparklog.protocol.records import (
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_MASK,
     BatchView,
-    set_base_offset,
-    set_partition_leader_epoch,
 )
 
 from .backend import FileSlice, RemoteSegmentStore
@@ -106,6 +104,7 @@ LATEST_TIERED_TIMESTAMP = -5
 PARTITION_METADATA = "partition.metadata"
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
+_STAMP = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch
 _I16 = struct.Struct(">h")
 _I64 = struct.Struct(">q")
 _U32 = struct.Struct(">I")
@@ -502,78 +501,95 @@ class PartitionLog:
         Only base offset and partition leader epoch are rewritten (plus attributes, max
         timestamp and CRC under LogAppendTime), in a copy of each 61-byte header; the record
         bytes are written as received, with one ``pwritev``."""
-        mv = records if isinstance(records, memoryview) else memoryview(records)
-        if mv.ndim != 1 or mv.itemsize != 1:
+        mv = records if type(records) is memoryview else memoryview(records)
+        if mv.itemsize != 1 or mv.ndim != 1:
             mv = mv.cast("B")
         cfg = self.config
         now = self._time_ms()
         client = origin == "client"
-        batches = _parse_and_validate(mv, cfg.max_message_bytes if client else None, client)
+        lat = cfg.message_timestamp_type == "LogAppendTime"
+        check_ts = client and not lat
+        batches = _parse_and_validate(
+            mv, cfg.max_message_bytes if client else None, client, now,
+            cfg.message_timestamp_before_max_ms if check_ts else -1,
+            cfg.message_timestamp_after_max_ms if check_ts else -1)
         if not batches:
             return AppendInfo(-1, -1, -1, self._log_start_offset)
-        if client and not cfg.log_append_time:
-            _check_timestamps(batches, now, cfg)
-        if client and cfg.compact:
+        if client and "compact" in cfg.cleanup_policy:
             _check_keys(mv, batches)
-        lat = cfg.log_append_time
+        total = len(mv)
         with self._lock:
-            self._check_open()
-            if 0 <= leader_epoch < self._epochs.latest_epoch:
+            if self._closed:
+                self._check_open()
+            epochs = self._epochs
+            if leader_epoch >= 0 and leader_epoch != epochs.latest_epoch and \
+                    leader_epoch < epochs.latest_epoch:
                 raise FencedLeaderEpochError(
                     f"append with leader epoch {leader_epoch} below the latest epoch "
-                    f"{self._epochs.latest_epoch} of {self.topic}-{self.partition}")
-            first = self._leo
-            nxt = first
-            pbatches: list[ProducerBatch] = []
+                    f"{epochs.latest_epoch} of {self.topic}-{self.partition}")
+            first = nxt = self._leo
+            pbatches: list[ProducerBatch] | None = None
             metas: list[tuple[int, int, int, int]] = []
+            iov: list = []
             max_ts, off_max, count = -1, -1, 0
-            for _pos, size, lod, bmax, pid, pepoch, bseq, attrs, n in batches:
-                base = nxt
-                last = base + lod
+            for pos, size, lod, bmax, pid, pepoch, bseq, attrs, n in batches:
+                last = nxt + lod
                 ts = now if lat else bmax
-                metas.append((base, last, size, ts))
+                metas.append((nxt, last, size, ts))
                 if ts > max_ts:
                     max_ts, off_max = ts, last
                 if pid >= 0:
+                    if pbatches is None:
+                        pbatches = []
                     pbatches.append(ProducerBatch(
-                        pid, pepoch, bseq, _add_seq(bseq, lod) if bseq >= 0 else -1, base, last,
+                        pid, pepoch, bseq, _add_seq(bseq, lod) if bseq >= 0 else -1, nxt, last,
                         ts, bool(attrs & TRANSACTIONAL_MASK), bool(attrs & CONTROL_MASK)))
+                # stamp baseOffset, batchLength (unchanged) and partitionLeaderEpoch at once
+                hdr = bytearray(mv[pos : pos + BATCH_HEADER_SIZE])
+                _STAMP.pack_into(hdr, 0, nxt, size - LOG_OVERHEAD, leader_epoch)
+                iov.append(hdr)
+                if size > BATCH_HEADER_SIZE:
+                    iov.append(mv[pos + BATCH_HEADER_SIZE : pos + size])
+                if lat:
+                    _stamp_log_append_time(hdr, iov[-1] if size > BATCH_HEADER_SIZE else b"", now)
                 count += n
                 nxt = last + 1
-            updated, dup = self._producers.prepare(pbatches, origin) if pbatches else ({}, None)
-            if dup is not None:
-                return AppendInfo(dup.first_offset, dup.last_offset,
-                                  dup.timestamp if lat else -1, self._log_start_offset,
-                                  record_count=dup.last_offset - dup.first_offset + 1,
-                                  max_timestamp=dup.timestamp, duplicate=True)
-            iov: list = []
-            for (pos, size, *_rest), (base, _last, _sz, _ts) in zip(batches, metas, strict=True):
-                hdr = bytearray(mv[pos : pos + BATCH_HEADER_SIZE])
-                set_base_offset(hdr, 0, base)
-                set_partition_leader_epoch(hdr, 0, leader_epoch)
-                body = mv[pos + BATCH_HEADER_SIZE : pos + size]
-                if lat:
-                    attrs_now = _I16.unpack_from(hdr, 21)[0] | TIMESTAMP_TYPE_MASK
-                    _I16.pack_into(hdr, 21, attrs_now)
-                    _I64.pack_into(hdr, 35, now)
-                    crc = crc32c(body, crc32c(memoryview(hdr)[21:]))
-                    _U32.pack_into(hdr, 17, crc)
-                iov.append(hdr)
-                if len(body):
-                    iov.append(body)
-            self._maybe_roll(len(mv), max_ts, nxt - 1, now)
-            self._write(iov, len(mv), metas)
+            updated = None
+            if pbatches is not None:
+                updated, dup = self._producers.prepare(pbatches, origin)
+                if dup is not None:
+                    return AppendInfo(dup.first_offset, dup.last_offset,
+                                      dup.timestamp if lat else -1, self._log_start_offset,
+                                      record_count=dup.last_offset - dup.first_offset + 1,
+                                      max_timestamp=dup.timestamp, duplicate=True)
+            seg = self._segments[-1]
+            if seg.size:
+                ref = seg.first_batch_timestamp
+                waited = ((max_ts if max_ts >= 0 else now) - ref) if ref >= 0 else now - seg.created_ms
+                if (seg.size + total > cfg.segment_bytes
+                        or waited > cfg.segment_ms - self._roll_jitter_ms
+                        or seg.offset_index.entries >= seg.offset_index.max_entries
+                        or seg.time_index.entries >= seg.time_index.max_entries
+                        or nxt - 1 - seg.base_offset > _INT32_MAX):
+                    seg = self._roll_locked()
+            try:
+                seg.append(iov, total, metas)
+            except OSError as exc:
+                self._undo_write(exc)
             if updated:
                 self._producers.commit(updated, nxt)
             else:
                 self._producers.map_end_offset = nxt
-            if leader_epoch >= 0:
-                self._epochs.assign(leader_epoch, first)
+            if leader_epoch >= 0 and leader_epoch != epochs.latest_epoch:
+                epochs.assign(leader_epoch, first)
             self._leo = nxt
             info = AppendInfo(first, nxt - 1, now if lat else -1, self._log_start_offset,
-                              count, max_ts, off_max, len(mv))
-            self._after_append(count)
-        self._notify()
+                              count, max_ts, off_max, total)
+            self._unflushed_messages += count
+            if self._unflushed_messages >= cfg.flush_messages:
+                self.flush()
+        if self._listeners:
+            self._notify()
         return info
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendInfo:
@@ -640,6 +656,14 @@ class PartitionLog:
         self._bases = [s.base_offset for s in self._segments]
         if len(self._segments) == 1:
             self._log_start_offset = max(self._log_start_offset, base)
+
+    def _undo_write(self, exc: OSError) -> None:
+        seg = self._segments[-1]
+        try:
+            os.ftruncate(seg.fd, seg.size)
+        except OSError:
+            pass
+        raise KafkaStorageError(f"write to {seg.log_path} failed: {exc}") from exc
 
     def _write(self, iov: list, total: int, metas: list[tuple[int, int, int, int]]) -> None:
         seg = self._segments[-1]
@@ -1139,59 +1163,80 @@ def _iter_full_headers(seg: LogSegment, start_pos: int):
         yield b.position, _HEADER.unpack(os.pread(seg.fd, BATCH_HEADER_SIZE, b.position))
 
 
-def _parse_and_validate(mv: memoryview, max_message_bytes: int | None, client: bool) -> list[tuple]:
+def _stamp_log_append_time(hdr: bytearray, body, now: int) -> None:
+    """LogAppendTime: set the timestamp-type bit and maxTimestamp, then the CRC (both fields
+    are inside the CRC range); the records themselves are untouched."""
+    _I16.pack_into(hdr, 21, _I16.unpack_from(hdr, 21)[0] | TIMESTAMP_TYPE_MASK)
+    _I64.pack_into(hdr, 35, now)
+    _U32.pack_into(hdr, 17, crc32c(body, crc32c(memoryview(hdr)[21:])))
+
+
+def _parse_and_validate(mv: memoryview, max_message_bytes: int | None, client: bool,
+                        now: int = 0, ts_before: int = -1, ts_after: int = -1) -> list[tuple]:
     """Per batch: (pos, size, lastOffsetDelta, maxTimestamp, producerId, producerEpoch,
-    baseSequence, attributes, recordCount) after CRC and header checks."""
+    baseSequence, attributes, recordCount) after CRC and header checks (and, when
+    ``ts_before``/``ts_after`` >= 0, the message.timestamp.before/after.max.ms checks).
+
+    The common case is one combined condition per batch; only a failing batch goes through
+    ``_raise_invalid`` to find which rule it broke."""
     out = []
     n = len(mv)
     pos = 0
     unpack = _HEADER.unpack_from
+    limit = 0x7FFFFFFF if max_message_bytes is None else max_message_bytes
+    check_ts = ts_before >= 0
     while pos < n:
         if n - pos < BATCH_HEADER_SIZE:
             raise CorruptRecordError(
                 f"truncated batch at position {pos}: {n - pos} bytes, header needs {BATCH_HEADER_SIZE}")
-        (_base, length, _ple, magic, crc, attrs, lod, _bts, max_ts, pid, pepoch, bseq,
-         count) = unpack(mv, pos)
+        hdr = unpack(mv, pos)
+        _b, length, _e, magic, crc, attrs, lod, _bt, max_ts, pid, pepoch, bseq, count = hdr
         size = LOG_OVERHEAD + length
-        if length < BATCH_HEADER_SIZE - LOG_OVERHEAD or pos + size > n:
-            raise CorruptRecordError(
-                f"batch at position {pos} declares {size} bytes, {n - pos} present")
-        if magic != 2:
-            raise InvalidRecordError(f"batch at position {pos} has magic {magic}; only 2 is supported")
-        if max_message_bytes is not None and size > max_message_bytes:
-            raise RecordTooLargeError(
-                f"batch of {size} bytes exceeds max.message.bytes {max_message_bytes}")
+        ok = (length >= 49 and pos + size <= n and magic == 2 and size <= limit
+              and attrs & 0x07 <= 4 and lod >= 0 and count >= 0)
+        if ok and client:
+            ok = (count > 0 and lod + 1 == count and not attrs & CONTROL_MASK
+                  and (pid < 0 or bseq >= 0))
+            if ok and check_ts and max_ts >= 0:
+                ok = max_ts - now <= ts_after and now - max_ts <= ts_before
+        if not ok:
+            _raise_invalid(hdr, pos, n, limit, client, now, ts_before, ts_after)
         if crc32c(mv[pos + 21 : pos + size]) != crc:
             raise CorruptRecordError(f"batch at position {pos}: CRC mismatch")
-        if attrs & 0x07 > 4:
-            raise UnsupportedCompressionError(f"compression id {attrs & 0x07}")
-        if lod < 0 or count < 0:
-            raise InvalidRecordError(f"batch at position {pos}: invalid offset delta/count")
-        if client:
-            if count <= 0:
-                raise InvalidRecordError("Invalid reported count for record batch: 0")
-            if lod + 1 != count:
-                raise InvalidRecordError("Inconsistent batch offset range and record count")
-            if attrs & CONTROL_MASK:
-                raise InvalidRecordError("Clients are not allowed to write control records")
-            if pid >= 0 and bseq < 0:
-                raise InvalidRecordError("Invalid sequence number")
         out.append((pos, size, lod, max_ts, pid, pepoch, bseq, attrs, count))
         pos += size
     return out
 
 
-def _check_timestamps(batches: list[tuple], now: int, cfg: LogConfig) -> None:
-    before, after = cfg.message_timestamp_before_max_ms, cfg.message_timestamp_after_max_ms
-    for _pos, _size, _lod, max_ts, *_ in batches:
-        if max_ts < 0:
-            continue
+def _raise_invalid(hdr: tuple, pos: int, n: int, limit: int, client: bool, now: int,
+                   before: int, after: int) -> None:
+    _b, length, _e, magic, _c, attrs, lod, _bt, max_ts, pid, _pe, bseq, count = hdr
+    size = LOG_OVERHEAD + length
+    if length < 49 or pos + size > n:
+        raise CorruptRecordError(f"batch at position {pos} declares {size} bytes, {n - pos} present")
+    if magic != 2:
+        raise InvalidRecordError(f"batch at position {pos} has magic {magic}; only 2 is supported")
+    if size > limit:
+        raise RecordTooLargeError(f"batch of {size} bytes exceeds max.message.bytes {limit}")
+    if attrs & 0x07 > 4:
+        raise UnsupportedCompressionError(f"compression id {attrs & 0x07}")
+    if lod < 0 or count < 0:
+        raise InvalidRecordError(f"batch at position {pos}: invalid offset delta/count")
+    if client:
+        if count <= 0:
+            raise InvalidRecordError("Invalid reported count for record batch: 0")
+        if lod + 1 != count:
+            raise InvalidRecordError("Inconsistent batch offset range and record count")
+        if attrs & CONTROL_MASK:
+            raise InvalidRecordError("Clients are not allowed to write control records")
+        if pid >= 0 and bseq < 0:
+            raise InvalidRecordError("Invalid sequence number")
         if max_ts - now > after:
             raise InvalidTimestampError(
                 f"timestamp {max_ts} is more than message.timestamp.after.max.ms={after} ahead")
-        if now - max_ts > before:
-            raise InvalidTimestampError(
-                f"timestamp {max_ts} is more than message.timestamp.before.max.ms={before} old")
+        raise InvalidTimestampError(
+            f"timestamp {max_ts} is more than message.timestamp.before.max.ms={before} old")
+    raise InvalidRecordError(f"invalid batch at position {pos}")
 
 
 def _check_keys(mv: memoryview, batches: list[tuple]) -> None:

@@ -55,7 +55,8 @@ DELETED_SUFFIX = ".deleted"
 
 _INT32_MAX = 0x7FFFFFFF
 _IOV_MAX = 1024
-_SCAN_CHUNK = 8192
+_SCAN_CHUNK = 65536
+_SCAN_MIN = 512
 _RECOVER_CHUNK = 4 << 20
 # base offset, batch length, leader epoch, magic, crc, attributes, last offset delta,
 # base timestamp, max timestamp, producer id, producer epoch, base sequence, record count
@@ -143,9 +144,9 @@ class LogSegment:
     def append(self, buffers: list, total: int, metas: list[tuple[int, int, int, int]]) -> int:
         """Write ``buffers`` (``total`` bytes) at the end; ``metas`` lists per batch
         (base offset, last offset, size, max timestamp). Returns the start position."""
-        start = self.size
-        self._write_at(buffers, total, start)
-        pos = start
+        start = pos = self.size
+        if len(buffers) > _IOV_MAX or os.pwritev(self.fd, buffers, start) != total:
+            self._write_at(buffers, total, start)
         interval = self.index_interval_bytes
         oi, ti = self.offset_index, self.time_index
         for _base, last, size, max_ts in metas:
@@ -165,10 +166,10 @@ class LogSegment:
         return start
 
     def _write_at(self, buffers: list, total: int, position: int) -> None:
+        """Slow path: many iovecs or a short write (rewrites from ``position``: pwrite is
+        idempotent, so a partly written first attempt is simply overwritten)."""
         if len(buffers) <= _IOV_MAX:
-            n = os.pwritev(self.fd, buffers, position)
-            if n == total:
-                return
+            n = 0
         else:
             n = 0
             for i in range(0, len(buffers), _IOV_MAX):
@@ -210,13 +211,17 @@ class LogSegment:
     # ------------------------------------------------------------------ reads
     def iter_headers(self, start_pos: int = 0, end_pos: int | None = None) -> Iterator[BatchPosition]:
         """Batch headers from ``start_pos`` (a batch boundary) up to ``end_pos``; stops
-        quietly at an incomplete tail (recovery, not reads, judges those)."""
+        quietly at an incomplete tail (recovery, not reads, judges those).
+
+        Reads start small (one header of a big batch costs one 512-byte pread) and double
+        while batches turn out small, so scans stay cheap for both shapes."""
         end = self.size if end_pos is None else end_pos
         pos = start_pos
         fd = self.fd
         unpack = _HEADER.unpack_from
+        chunk_size = _SCAN_MIN
         while pos + BATCH_HEADER_SIZE <= end:
-            chunk = os.pread(fd, min(_SCAN_CHUNK, end - pos), pos)
+            chunk = os.pread(fd, min(chunk_size, end - pos), pos)
             i, n = 0, len(chunk)
             if n < BATCH_HEADER_SIZE:
                 return
@@ -227,6 +232,8 @@ class LogSegment:
                     return
                 yield BatchPosition(pos + i, base, base + lod, size, max_ts)
                 i += size
+            if i <= n and chunk_size < _SCAN_CHUNK:
+                chunk_size *= 2  # several headers per read paid off: read more next time
             pos += i
 
     def find_batch(self, offset: int, start_pos: int = 0, end_pos: int | None = None) -> BatchPosition | None:

@@ -1,0 +1,237 @@
+"""Group APIs on the wire, at every version the broker advertises (clients only exercise
+their favourite version): the join handshake per version, generations, error codes and
+the version-specific fields (null topics, AuthorizedOperations, key types)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from groups_helpers import GROUP_BROKER_CONFIG, create_topic
+
+from sparklog.broker.dispatch import ApiKey
+from sparklog.cluster.embedded import EmbeddedCluster
+from sparklog.protocol.errors import ErrorCode as E
+from sparklog.protocol.messages import groups as g
+from sparklog.protocol.messages import offsets as o
+
+TOPIC = "wire-groups"
+INT32_MIN = -(1 << 31)
+
+
+@pytest.fixture(scope="module")
+def wire_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
+    cfg = dict(GROUP_BROKER_CONFIG, **{"group.initial.rebalance.delay.ms": "0"})
+    c = EmbeddedCluster(tmp_path_factory.mktemp("wire"), config=cfg).start()
+    try:
+        create_topic(c.bootstrap_servers, TOPIC, 2)
+        yield c
+    finally:
+        c.stop()
+
+
+def join_req(version: int, group: str, member_id: str = "", instance: str | None = None) -> Any:
+    return g.JoinGroupRequest(
+        group_id=group, session_timeout_ms=10000, rebalance_timeout_ms=10000,
+        member_id=member_id, group_instance_id=instance, protocol_type="consumer",
+        protocols=[g.JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"\x00\x01")])
+
+
+def join(w: Any, version: int, group: str, instance: str | None = None) -> Any:
+    r = w.call(ApiKey.JOIN_GROUP, version, join_req(version, group, instance=instance))
+    if version >= 4 and instance is None:
+        assert r.error_code == E.MEMBER_ID_REQUIRED and r.member_id
+        assert r.generation_id == -1
+        r = w.call(ApiKey.JOIN_GROUP, version, join_req(version, group, r.member_id))
+    assert r.error_code == E.NONE, E(r.error_code)
+    return r
+
+
+@pytest.mark.parametrize("version", range(6))
+def test_join_sync_heartbeat_commit_leave_each_version(wire_cluster: EmbeddedCluster,
+                                                       kafka_wire: Any, version: int) -> None:
+    w = kafka_wire(wire_cluster.bootstrap_servers)
+    group = f"wire-v{version}"
+    fc = w.call(ApiKey.FIND_COORDINATOR, min(version, 1), g.FindCoordinatorRequest(key=group))
+    assert (fc.error_code, fc.node_id, fc.port) == (E.NONE, 1, wire_cluster.port)
+
+    r = join(w, version, group, instance="inst" if version >= 5 else None)
+    assert r.generation_id == 1 and r.leader == r.member_id
+    assert [m.member_id for m in r.members] == [r.member_id]
+    assert r.members[0].metadata == b"\x00\x01" and r.protocol_name == "range"
+    if version >= 5:
+        assert r.members[0].group_instance_id == "inst"
+    mid = r.member_id
+
+    sv = min(version, 3)
+    s = w.call(ApiKey.SYNC_GROUP, sv, g.SyncGroupRequest(
+        group_id=group, generation_id=1, member_id=mid,
+        group_instance_id="inst" if sv >= 3 and version >= 5 else None,
+        assignments=[g.SyncGroupRequest.SyncGroupRequestAssignment(member_id=mid,
+                                                                    assignment=b"ASSIGN")]))
+    assert (s.error_code, s.assignment) == (E.NONE, b"ASSIGN")
+
+    hv = min(version, 3)
+    inst = "inst" if hv >= 3 and version >= 5 else None
+    hb = w.call(ApiKey.HEARTBEAT, hv, g.HeartbeatRequest(
+        group_id=group, generation_id=1, member_id=mid, group_instance_id=inst))
+    assert hb.error_code == E.NONE
+    hb = w.call(ApiKey.HEARTBEAT, hv, g.HeartbeatRequest(
+        group_id=group, generation_id=2, member_id=mid, group_instance_id=inst))
+    assert hb.error_code == E.ILLEGAL_GENERATION
+    hb = w.call(ApiKey.HEARTBEAT, hv, g.HeartbeatRequest(
+        group_id=group, generation_id=1, member_id="nobody"))
+    assert hb.error_code == E.UNKNOWN_MEMBER_ID
+
+    cv = 2 + version % 2
+    P = o.OffsetCommitRequest.OffsetCommitRequestPartition
+    T = o.OffsetCommitRequest.OffsetCommitRequestTopic
+    oc = w.call(ApiKey.OFFSET_COMMIT, cv, o.OffsetCommitRequest(
+        group_id=group, generation_id_or_member_epoch=1, member_id=mid, retention_time_ms=-1,
+        topics=[T(name=TOPIC, partitions=[P(partition_index=1, committed_offset=17,
+                                            committed_metadata="m")]),
+                T(name="no-such-topic", partitions=[P(partition_index=0, committed_offset=1)])]))
+    errs = {(t.name, p.partition_index): p.error_code for t in oc.topics for p in t.partitions}
+    assert errs == {(TOPIC, 1): E.NONE, ("no-such-topic", 0): E.UNKNOWN_TOPIC_OR_PARTITION}
+
+    if version < 5:  # a static member never leaves on its own (KIP-345)
+        lv = w.call(ApiKey.LEAVE_GROUP, min(version, 1),
+                    g.LeaveGroupRequest(group_id=group, member_id=mid))
+        assert lv.error_code == E.NONE
+        lv = w.call(ApiKey.LEAVE_GROUP, min(version, 1),
+                    g.LeaveGroupRequest(group_id=group, member_id=mid))
+        assert lv.error_code == E.UNKNOWN_MEMBER_ID
+        d = w.call(ApiKey.DESCRIBE_GROUPS, 0, g.DescribeGroupsRequest(groups=[group]))
+        assert d.groups[0].group_state == "Empty"
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+def test_offset_fetch_versions(wire_cluster: EmbeddedCluster, kafka_wire: Any,
+                               version: int) -> None:
+    w = kafka_wire(wire_cluster.bootstrap_servers)
+    group = f"fetch-v{version}"
+    P = o.OffsetCommitRequest.OffsetCommitRequestPartition
+    T = o.OffsetCommitRequest.OffsetCommitRequestTopic
+    oc = w.call(ApiKey.OFFSET_COMMIT, 2, o.OffsetCommitRequest(
+        group_id=group, generation_id_or_member_epoch=-1, member_id="", retention_time_ms=-1,
+        topics=[T(name=TOPIC, partitions=[P(partition_index=0, committed_offset=5,
+                                            committed_metadata=None)])]))
+    assert oc.topics[0].partitions[0].error_code == E.NONE
+    FT = o.OffsetFetchRequest.OffsetFetchRequestTopic
+    r = w.call(ApiKey.OFFSET_FETCH, version, o.OffsetFetchRequest(
+        group_id=group, topics=[FT(name=TOPIC, partition_indexes=[0, 1])]))
+    got = {p.partition_index: (p.committed_offset, p.metadata, p.error_code)
+           for t in r.topics for p in t.partitions}
+    assert got == {0: (5, "", E.NONE), 1: (-1, "", E.NONE)}
+    if version >= 2:
+        assert r.error_code == E.NONE
+        everything = w.call(ApiKey.OFFSET_FETCH, version,
+                            o.OffsetFetchRequest(group_id=group, topics=None))
+        assert [(t.name, [(p.partition_index, p.committed_offset) for p in t.partitions])
+                for t in everything.topics] == [(TOPIC, [(0, 5)])]
+
+
+def test_two_members_rebalance_on_the_wire(wire_cluster: EmbeddedCluster, kafka_wire: Any) -> None:
+    """v5 joins: a second member makes the first one's heartbeat say REBALANCE_IN_PROGRESS;
+    both JoinGroups complete together with generation 2; commits by the stale generation
+    fail."""
+    a, b = kafka_wire(wire_cluster.bootstrap_servers), kafka_wire(wire_cluster.bootstrap_servers)
+    group = "wire-rebalance"
+    r1 = join(a, 5, group)
+    s = a.call(ApiKey.SYNC_GROUP, 3, g.SyncGroupRequest(group_id=group, generation_id=1,
+                                                        member_id=r1.member_id, assignments=[]))
+    assert s.error_code == E.NONE
+    first = b.call(ApiKey.JOIN_GROUP, 5, join_req(5, group))
+    assert first.error_code == E.MEMBER_ID_REQUIRED
+    b.request(ApiKey.JOIN_GROUP, 5, join_req(5, group, first.member_id))  # parks
+    hb = a.call(ApiKey.HEARTBEAT, 3, g.HeartbeatRequest(group_id=group, generation_id=1,
+                                                        member_id=r1.member_id))
+    assert hb.error_code == E.REBALANCE_IN_PROGRESS
+    r1b = a.call(ApiKey.JOIN_GROUP, 5, join_req(5, group, r1.member_id))
+    r2 = b.response(ApiKey.JOIN_GROUP, 5)
+    assert r1b.generation_id == r2.generation_id == 2
+    assert r1b.leader == r2.leader == r1.member_id
+    assert {m.member_id for m in r1b.members} == {r1.member_id, first.member_id}
+    assert r2.members == []
+    P = o.OffsetCommitRequest.OffsetCommitRequestPartition
+    T = o.OffsetCommitRequest.OffsetCommitRequestTopic
+    oc = a.call(ApiKey.OFFSET_COMMIT, 3, o.OffsetCommitRequest(
+        group_id=group, generation_id_or_member_epoch=1, member_id=r1.member_id,
+        topics=[T(name=TOPIC, partitions=[P(partition_index=0, committed_offset=1)])]))
+    assert oc.topics[0].partitions[0].error_code == E.ILLEGAL_GENERATION
+    # The follower's SyncGroup parks until the leader's arrives with the assignments.
+    b.request(ApiKey.SYNC_GROUP, 3, g.SyncGroupRequest(
+        group_id=group, generation_id=2, member_id=r2.member_id, assignments=[]))
+    SA = g.SyncGroupRequest.SyncGroupRequestAssignment
+    s1 = a.call(ApiKey.SYNC_GROUP, 3, g.SyncGroupRequest(
+        group_id=group, generation_id=2, member_id=r1.member_id,
+        assignments=[SA(member_id=r1.member_id, assignment=b"one"),
+                     SA(member_id=r2.member_id, assignment=b"two")]))
+    s2 = b.response(ApiKey.SYNC_GROUP, 3)
+    assert (s1.assignment, s2.assignment) == (b"one", b"two")
+
+
+def test_admin_apis_on_the_wire(wire_cluster: EmbeddedCluster, kafka_wire: Any) -> None:
+    w = kafka_wire(wire_cluster.bootstrap_servers)
+    r = join(w, 5, "wire-admin")
+    w.call(ApiKey.SYNC_GROUP, 3, g.SyncGroupRequest(
+        group_id="wire-admin", generation_id=1, member_id=r.member_id,
+        assignments=[g.SyncGroupRequest.SyncGroupRequestAssignment(member_id=r.member_id,
+                                                                    assignment=b"A")]))
+    for v in range(4):
+        d = w.call(ApiKey.DESCRIBE_GROUPS, v, g.DescribeGroupsRequest(
+            groups=["wire-admin", "missing"], include_authorized_operations=v >= 3))
+        live, missing = d.groups
+        assert (live.error_code, live.group_state, live.protocol_type, live.protocol_data) == (
+            E.NONE, "Stable", "consumer", "range")
+        (m,) = live.members
+        assert (m.member_id, m.client_id, m.client_host) == (r.member_id, "wire-test", "/127.0.0.1")
+        assert (m.member_metadata, m.member_assignment) == (b"\x00\x01", b"A")
+        assert (missing.error_code, missing.group_state, missing.members) == (E.NONE, "Dead", [])
+        if v >= 3:
+            assert live.authorized_operations == INT32_MIN
+    for v in range(5):
+        lg = w.call(ApiKey.LIST_GROUPS, v, g.ListGroupsRequest(
+            states_filter=["Stable"] if v >= 4 else []))
+        listed = {x.group_id: x for x in lg.groups}
+        assert listed["wire-admin"].protocol_type == "consumer"
+        if v >= 4:
+            assert all(x.group_state == "Stable" for x in lg.groups)
+    for v in range(2):
+        name = f"del-{v}"
+        P = o.OffsetCommitRequest.OffsetCommitRequestPartition
+        T = o.OffsetCommitRequest.OffsetCommitRequestTopic
+        w.call(ApiKey.OFFSET_COMMIT, 2, o.OffsetCommitRequest(
+            group_id=name, generation_id_or_member_epoch=-1, member_id="", retention_time_ms=-1,
+            topics=[T(name=TOPIC, partitions=[P(partition_index=0, committed_offset=1)])]))
+        dg = w.call(ApiKey.DELETE_GROUPS, v, g.DeleteGroupsRequest(
+            groups_names=[name, "wire-admin", "ghost"]))
+        assert {x.group_id: x.error_code for x in dg.results} == {
+            name: E.NONE, "wire-admin": E.NON_EMPTY_GROUP, "ghost": E.GROUP_ID_NOT_FOUND}
+
+
+def test_find_coordinator_key_types(wire_cluster: EmbeddedCluster, kafka_wire: Any) -> None:
+    w = kafka_wire(wire_cluster.bootstrap_servers)
+    txn = w.call(ApiKey.FIND_COORDINATOR, 1, g.FindCoordinatorRequest(key="tx-1", key_type=1))
+    assert (txn.error_code, txn.node_id) == (E.NONE, 1)
+    bad = w.call(ApiKey.FIND_COORDINATOR, 1, g.FindCoordinatorRequest(key="x", key_type=7))
+    assert bad.error_code == E.INVALID_REQUEST
+
+
+def test_join_errors_on_the_wire(wire_cluster: EmbeddedCluster, kafka_wire: Any) -> None:
+    w = kafka_wire(wire_cluster.bootstrap_servers)
+    bad_session = join_req(5, "wire-errors")
+    bad_session.session_timeout_ms = 10
+    assert w.call(ApiKey.JOIN_GROUP, 5, bad_session).error_code == E.INVALID_SESSION_TIMEOUT
+    no_group = join_req(5, "")
+    assert w.call(ApiKey.JOIN_GROUP, 5, no_group).error_code == E.INVALID_GROUP_ID
+    stranger = join_req(5, "wire-errors", member_id="made-up")
+    assert w.call(ApiKey.JOIN_GROUP, 5, stranger).error_code == E.UNKNOWN_MEMBER_ID
+    r = join(w, 5, "wire-errors")
+    other = join_req(5, "wire-errors")
+    other.protocols = [g.JoinGroupRequest.JoinGroupRequestProtocol(name="sticky", metadata=b"")]
+    assert w.call(ApiKey.JOIN_GROUP, 5, other).error_code == E.INCONSISTENT_GROUP_PROTOCOL
+    s = w.call(ApiKey.SYNC_GROUP, 3, g.SyncGroupRequest(group_id="wire-errors", generation_id=9,
+                                                        member_id=r.member_id))
+    assert s.error_code == E.ILLEGAL_GENERATION

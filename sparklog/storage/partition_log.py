@@ -801,7 +801,8 @@ class PartitionLog:
     def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         """ListOffsets: earliest offset whose record timestamp >= ``timestamp``; the
         special values -1 (latest = LEO; the broker clamps to HW/LSO), -2 (earliest),
-        -3 (max timestamp), -4 (earliest local). None when no record qualifies."""
+        -3 (max timestamp), -4 (earliest local), -5 (latest tiered: None until a remote tier
+        exists). None when no record qualifies."""
         with self._lock:
             self._check_open()
             if timestamp == EARLIEST_TIMESTAMP:
@@ -810,9 +811,10 @@ class PartitionLog:
             if timestamp == EARLIEST_LOCAL_TIMESTAMP:
                 o = max(self._log_start_offset, self.local_log_start_offset)
                 return TimestampAndOffset(_NO_TS, o, self._epochs.epoch_for_offset(o))
-            if timestamp in (LATEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP):
-                o = self._leo if timestamp == LATEST_TIMESTAMP else self._log_start_offset
-                return TimestampAndOffset(_NO_TS, o, self._epochs.latest_epoch)
+            if timestamp == LATEST_TIMESTAMP:
+                return TimestampAndOffset(_NO_TS, self._leo, self._epochs.latest_epoch)
+            if timestamp == LATEST_TIERED_TIMESTAMP:
+                return None  # KIP-1005: no offset while tiered storage is off
             if timestamp == MAX_TIMESTAMP:
                 best = None
                 for seg in self._segments:

@@ -198,3 +198,63 @@ def test_log_config_from_props():
     b = LogConfig.from_broker_props({"log.segment.bytes": "4096", "log.retention.hours": "2",
                                      "num.network.threads": "3"})
     assert b.segment_bytes == 4096 and b.retention_ms == 7_200_000
+
+
+def test_roll_on_time_index_full_and_only_active_written(tmp_path):
+    now = [1_000_000]
+    log = PartitionLog(str(tmp_path / "t-0"), LogConfig(segment_ms=1000), time_ms=lambda: now[0])
+    log.append_as_leader(make_batch(1, ts=now[0]), 0)
+    log.append_as_leader(make_batch(1, ts=now[0] + 999), 0)
+    assert log.num_segments == 1
+    log.append_as_leader(make_batch(1, ts=now[0] + 1001), 0)  # message time passed segment.ms
+    assert log.num_segments == 2 and log.active_segment.base_offset == 2
+    sealed = log.segments[0]
+    size = os.path.getsize(sealed.log_path)
+    log.append_as_leader(make_batch(1, ts=now[0] + 1002), 0)
+    assert os.path.getsize(sealed.log_path) == size
+    log.close()
+    # a full offset index rolls too (segment.index.bytes = 2 entries)
+    log = PartitionLog(str(tmp_path / "u-0"), LogConfig(segment_index_bytes=16, index_interval_bytes=0))
+    for _ in range(6):
+        log.append_as_leader(make_batch(1), 0)
+    assert log.num_segments >= 2
+    assert all(s.offset_index.entries <= 2 for s in log.segments)
+    log.close()
+
+
+def test_flush_policy_moves_recovery_point(tmp_path):
+    now = [0]
+    log = PartitionLog(str(tmp_path / "t-0"), LogConfig(flush_messages=4), time_ms=lambda: now[0])
+    log.append_as_leader(make_batch(3), 0)
+    assert log.recovery_point == 0
+    log.append_as_leader(make_batch(2), 0)  # 5 unflushed messages >= flush.messages
+    assert log.recovery_point == 5
+    log.close()
+    log = PartitionLog(str(tmp_path / "u-0"), LogConfig(flush_ms=100), time_ms=lambda: now[0])
+    log.append_as_leader(make_batch(3), 0)
+    assert not log.flush_if_due() and log.recovery_point == 0
+    now[0] += 100
+    assert log.flush_if_due() and log.recovery_point == 3
+    log.close()
+
+
+def test_follower_append_and_listeners(tmp_path):
+    from sparklog.storage.errors import UnexpectedAppendOffsetError
+
+    leader = PartitionLog(str(tmp_path / "l" / "t-0"))
+    follower = PartitionLog(str(tmp_path / "f" / "t-0"))
+    woken = []
+    follower.add_append_listener(lambda lg: woken.append(lg.log_end_offset))
+    for _ in range(3):
+        leader.append_as_leader(make_batch(2), 7)
+    data = leader.read(0, 1 << 20).read_bytes()
+    info = follower.append_as_follower(data)
+    assert (info.first_offset, info.last_offset) == (0, 5) and woken == [6]
+    assert follower.read(0, 1 << 20).read_bytes() == data  # byte-identical replica
+    assert follower.latest_epoch == 7
+    with pytest.raises(UnexpectedAppendOffsetError):
+        follower.append_as_follower(data)
+    follower.update_high_watermark(6)
+    assert woken == [6, 6] and follower.high_watermark == 6
+    leader.close()
+    follower.close()

@@ -21,6 +21,7 @@ import importlib
 import logging
 import struct
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -184,6 +185,9 @@ class Dispatcher:
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
+        # (api_key, api_version) -> requests served; cheap, and tells operators and tests
+        # which versions real clients actually use
+        self.usage: Counter[tuple[int, int]] = Counter()
 
     async def process(self, conn: Connection, frame: bytearray) -> list[Any] | None:
         if len(frame) < 10:
@@ -230,6 +234,7 @@ class Dispatcher:
                 "closing connection %s from %s: malformed %s v%d request: %s",
                 conn.connection_id, conn.client_host, spec.name, api_version, exc)
             raise CloseConnection() from None
+        self.usage[(api_key, api_version)] += 1
         ctx = RequestContext(header, api_key, api_version, correlation_id, client_id,
                              conn.client_host, conn.connection_id, self.broker, conn)
         try:

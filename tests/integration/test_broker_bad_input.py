@@ -129,7 +129,7 @@ def test_unsupported_api_versions_version_gets_v0_reply(cluster, kafka_wire, ack
     cid, err, n = struct.unpack_from(">ihi", frame, 0)
     assert cid == 77 and err == ErrorCode.UNSUPPORTED_VERSION
     keys = {struct.unpack_from(">hhh", frame, 10 + 6 * i) for i in range(n)}
-    assert (18, 0, 2) in keys and any(k[0] == 0 for k in keys)
+    assert (18, 0, 3) in keys and (0, 0, 10) in keys and (1, 4, 12) in keys
     # the client can then talk v0 on the same connection
     assert w.call(18, 0, _req(18)).error_code == 0
     # an unsupported version of another API closes the connection (as Kafka does)

@@ -6,7 +6,7 @@ from sparklog.broker.dispatch import ApiKey, RequestContext, api_spec, api_versi
 from sparklog.protocol.errors import ErrorCode
 
 
-@register(ApiKey.API_VERSIONS, 0, 2)
+@register(ApiKey.API_VERSIONS, 0, 3)
 async def handle_api_versions(ctx: RequestContext, request: object) -> object:
     spec = api_spec(ApiKey.API_VERSIONS)
     # Tagged fields (v3+) are left at their defaults so none are written: librdkafka 2.0.2

@@ -74,7 +74,7 @@ class _Unknown(Exception):
     pass
 
 
-@register(ApiKey.DESCRIBE_CONFIGS, 1, 2)
+@register(ApiKey.DESCRIBE_CONFIGS, 1, 4)
 async def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
     resp_cls = api_spec(ApiKey.DESCRIBE_CONFIGS).response
     Result, Entry, Syn = (resp_cls.DescribeConfigsResult, resp_cls.DescribeConfigsResourceResult,
@@ -110,7 +110,7 @@ async def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
     return resp_cls(throttle_time_ms=0, results=results)
 
 
-@register(ApiKey.ALTER_CONFIGS, 0, 1)
+@register(ApiKey.ALTER_CONFIGS, 0, 2)
 async def handle_alter_configs(ctx: RequestContext, request: Any) -> Any:
     resp_cls = api_spec(ApiKey.ALTER_CONFIGS).response
     Result = resp_cls.AlterConfigsResourceResponse

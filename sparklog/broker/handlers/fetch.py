@@ -109,7 +109,7 @@ def _aborted(resp: Any, aborted_fn: Any, fetch_offset: int, size: int) -> list[A
     return [cls(producer_id=pid, first_offset=first) for pid, first in txns]
 
 
-@register(ApiKey.FETCH, 4, 11)
+@register(ApiKey.FETCH, 4, 12)
 async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
     resp_cls = api_spec(ApiKey.FETCH).response
     TopicResp, PartResp = resp_cls.FetchableTopicResponse, resp_cls.PartitionData

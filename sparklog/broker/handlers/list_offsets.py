@@ -40,7 +40,7 @@ class _Unsupported(Exception):
     pass
 
 
-@register(ApiKey.LIST_OFFSETS, 1, 3)
+@register(ApiKey.LIST_OFFSETS, 1, 7)
 async def handle_list_offsets(ctx: RequestContext, request: Any) -> Any:
     resp_cls = api_spec(ApiKey.LIST_OFFSETS).response
     TopicResp, PartResp = resp_cls.ListOffsetsTopicResponse, resp_cls.ListOffsetsPartitionResponse

@@ -10,7 +10,7 @@ from sparklog.protocol.errors import ErrorCode, KafkaError
 _ZERO_UUID = bytes(16)
 
 
-@register(ApiKey.METADATA, 1, 5)
+@register(ApiKey.METADATA, 1, 12)
 async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     resp_cls = api_spec(ApiKey.METADATA).response

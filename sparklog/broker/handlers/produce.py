@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 MIN_SERVED_VERSION = 3
 
 
-@register(ApiKey.PRODUCE, 0, 7)
+@register(ApiKey.PRODUCE, 0, 10)
 async def handle_produce(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     rm = broker.replica_manager

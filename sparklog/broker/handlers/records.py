@@ -8,7 +8,7 @@ from sparklog.broker.dispatch import ApiKey, RequestContext, api_spec, register
 from sparklog.protocol.errors import ErrorCode, KafkaError, OffsetOutOfRangeError
 
 
-@register(ApiKey.DELETE_RECORDS, 0, 1)
+@register(ApiKey.DELETE_RECORDS, 0, 2)
 async def handle_delete_records(ctx: RequestContext, request: Any) -> Any:
     resp_cls = api_spec(ApiKey.DELETE_RECORDS).response
     TopicResult, PartResult = resp_cls.DeleteRecordsTopicResult, resp_cls.DeleteRecordsPartitionResult
@@ -44,7 +44,7 @@ class _InvalidTopic(Exception):
     pass
 
 
-@register(ApiKey.OFFSET_FOR_LEADER_EPOCH, 0, 3)
+@register(ApiKey.OFFSET_FOR_LEADER_EPOCH, 0, 4)
 async def handle_offset_for_leader_epoch(ctx: RequestContext, request: Any) -> Any:
     resp_cls = api_spec(ApiKey.OFFSET_FOR_LEADER_EPOCH).response
     TopicResult, PartResult = resp_cls.OffsetForLeaderTopicResult, resp_cls.EpochEndOffset

@@ -17,7 +17,7 @@ def _error(exc: KafkaError) -> tuple[int, str]:
     return int(exc.error_code), str(exc) or exc.error_code.name
 
 
-@register(ApiKey.CREATE_TOPICS, 2, 4)
+@register(ApiKey.CREATE_TOPICS, 2, 5)
 async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
     resp_cls = api_spec(ApiKey.CREATE_TOPICS).response
     Result = resp_cls.CreatableTopicResult
@@ -46,7 +46,7 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
     return resp_cls(throttle_time_ms=0, topics=results)
 
 
-@register(ApiKey.DELETE_TOPICS, 1, 3)
+@register(ApiKey.DELETE_TOPICS, 1, 4)
 async def handle_delete_topics(ctx: RequestContext, request: Any) -> Any:
     resp_cls = api_spec(ApiKey.DELETE_TOPICS).response
     Result = resp_cls.DeletableTopicResult
@@ -61,7 +61,7 @@ async def handle_delete_topics(ctx: RequestContext, request: Any) -> Any:
     return resp_cls(throttle_time_ms=0, responses=results)
 
 
-@register(ApiKey.CREATE_PARTITIONS, 0, 1)
+@register(ApiKey.CREATE_PARTITIONS, 0, 3)
 async def handle_create_partitions(ctx: RequestContext, request: Any) -> Any:
     resp_cls = api_spec(ApiKey.CREATE_PARTITIONS).response
     Result = resp_cls.CreatePartitionsTopicResult

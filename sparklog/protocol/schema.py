@@ -21,9 +21,9 @@ default, and tags we do not know survive a decode/encode round trip.
 
 Why generated at import/first use rather than checked-in generated modules: the
 declarations stay the single source, there is no generator output to keep in sync, and
-the generated source of any (message, version) can still be read by calling
-``schema_codegen.generate`` — its code objects are named ``<sparklog codec NAME vN>`` in
-tracebacks.
+the generated source of any (message, version) can still be read with
+``codec_source(ProduceRequest, 9)``; its code objects are named
+``<sparklog codec NAME vN>`` in tracebacks.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from sparklog.protocol.schema_codegen import STRUCT_DEFAULT, generate
 
 __all__ = [
     "MISSING", "ApiSpec", "Field", "Message", "MessageSchema", "TopLevel", "VersionRange",
-    "api", "compile_message", "f", "schema",
+    "api", "codec_source", "compile_message", "f", "schema",
 ]
 
 MISSING: Any = object()
@@ -268,6 +268,11 @@ def _make_class(name: str, qualname: str, fields: list[Field], base: type,
     cls = type(name, (base,), attrs)
     ns[name] = cls
     return cls
+
+
+def codec_source(cls: type[TopLevel], version: int) -> str:
+    """The generated Python source of ``cls``'s codec for ``version`` (for reading/debugging)."""
+    return cls._codec(version)[0].__globals__["__source__"]
 
 
 def _default_of(fld: Field) -> Any:

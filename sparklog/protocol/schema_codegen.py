@@ -586,6 +586,7 @@ def generate(top: type, top_name: str, top_fields: list[Field], version: int, fl
     g.done[id(top_fields)] = top_name
     g.gen_struct(top_name, top, top_fields)
     src = "\n\n".join(g.src) + "\n"
+    g.glob["__source__"] = src  # readable via schema.codec_source()
     exec(compile(src, f"<sparklog codec {top_name} v{version}>", "exec"), g.glob)
     return g.glob[f"_enc_{top_name}"], g.glob[f"_dec_{top_name}"]
 

@@ -134,3 +134,12 @@ def test_a_declaration_of_our_own():
     w = Writer()
     resp.write(w, 0)
     assert w.getvalue() == struct.pack(">i", 1) + b"\x00\x01n"
+
+
+def test_generated_codec_source_is_readable():
+    from sparklog.protocol.schema import codec_source
+
+    src = codec_source(ProduceRequest, 9)
+    assert "def _dec_ProduceRequest(buf, pos, end):" in src
+    assert "_rcnstr" in src  # v9: compact nullable transactional_id
+    assert "_rnstr" in codec_source(ProduceRequest, 3)

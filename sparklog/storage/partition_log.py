@@ -290,9 +290,9 @@ class PartitionLog:
         with self._lock:
             out = []
             for i, s in enumerate(self._segments):
-                if s.corrupt_position is not None:
+                if s.corrupt_position is not None and s.corrupt_offset is not None:
                     end = self._segments[i + 1].base_offset if i + 1 < len(self._segments) else self._leo
-                    out.append((s.next_offset, end))
+                    out.append((s.corrupt_offset, end))
             return out
 
     @property
@@ -741,7 +741,7 @@ class PartitionLog:
                 seg = self._segments[i]
                 i += 1
                 readable_end = seg.size if seg.corrupt_position is None else seg.corrupt_position
-                if seg.corrupt_position is not None and offset >= seg.next_offset and (
+                if seg.corrupt_offset is not None and offset >= seg.corrupt_offset and (
                         i >= len(self._segments) or offset < self._segments[i].base_offset):
                     raise SegmentCorruptError(
                         f"offset {offset} of {self.topic}-{self.partition} lies in a corrupt "
@@ -1035,6 +1035,20 @@ class PartitionLog:
         for _d, seg in due:
             seg.delete_files()
         return len(due)
+
+    def verify_segments(self, include_active: bool = False) -> list[tuple[int, int]]:
+        """Scrub sealed segments (CRC of every batch); newly found damage is marked so reads
+        of it raise KafkaStorageError. Returns ``corrupt_ranges``. The segments are checked
+        without holding the lock (sealed segments do not change)."""
+        with self._lock:
+            segs = list(self._segments if include_active else self._segments[:-1])
+        for seg in segs:
+            if seg.corrupt_position is None and not seg.closed:
+                try:
+                    seg.verify()
+                except OSError as exc:
+                    log.warning("could not verify %s: %s", seg.log_path, exc)
+        return self.corrupt_ranges
 
     def remove_expired_producers(self, now_ms: int | None = None) -> int:
         with self._lock:

@@ -121,6 +121,7 @@ class LogSegment:
         self.bytes_since_last_index = 0
         # set when recovery found a bad batch in a sealed segment: bytes from here are never served
         self.corrupt_position: int | None = None
+        self.corrupt_offset: int | None = None
         self.closed = False
 
     # ------------------------------------------------------------------ state
@@ -131,10 +132,6 @@ class LogSegment:
     @property
     def last_offset(self) -> int:
         return self.next_offset - 1
-
-    @property
-    def corrupt_from_offset(self) -> int | None:
-        return self.next_offset if self.corrupt_position is not None else None
 
     def largest_timestamp(self) -> int:
         """The largest batch max-timestamp in this segment (-1 when unknown / empty)."""
@@ -306,7 +303,7 @@ class LogSegment:
         self.time_index.reset()
         self.max_timestamp = self.offset_of_max_timestamp = self.first_batch_timestamp = -1
         self.bytes_since_last_index = 0
-        self.corrupt_position = None
+        self.corrupt_position = self.corrupt_offset = None
         file_size = os.fstat(self.fd).st_size
         expected = self.base_offset if min_offset is None else max(min_offset, self.base_offset)
         pos = 0
@@ -373,8 +370,56 @@ class LogSegment:
                 log.error("segment %s is corrupt from position %d (offset %d): %s; that range "
                           "will not be served", self.log_path, pos, self.next_offset, error)
                 self.corrupt_position = pos
+                self.corrupt_offset = self.next_offset
         self.size = pos if (error is None or truncate) else file_size
         return RecoveryResult(pos, dropped if error is not None else 0, error)
+
+    def verify(self) -> int | None:
+        """Scrub: check every batch (CRC, lengths, offset order) without changing anything.
+
+        Returns the position of the first bad batch and records it in ``corrupt_position``
+        (reads stop there), or None when the segment is sound."""
+        end = self.size
+        pos = 0
+        expected = self.base_offset
+        while pos < end:
+            data = os.pread(self.fd, min(_RECOVER_CHUNK, end - pos), pos)
+            mv = memoryview(data)
+            i, n = 0, len(data)
+            while i < n:
+                if n - i < LOG_OVERHEAD:
+                    break
+                (length,) = _LEN.unpack_from(mv, i + 8)
+                size = LOG_OVERHEAD + length
+                if length < 49 or pos + i + size > end:
+                    return self._mark_corrupt(pos + i, expected, f"bad batch length {length}")
+                if n - i < size:
+                    if i == 0:  # one batch larger than the chunk
+                        data = os.pread(self.fd, size, pos)
+                        mv, n = memoryview(data), len(data)
+                        continue
+                    break
+                try:
+                    view = BatchView(mv, i)
+                    view.ensure_valid()
+                except (CorruptRecordError, InvalidRecordError) as exc:
+                    return self._mark_corrupt(pos + i, expected, str(exc))
+                if view.base_offset < expected:
+                    return self._mark_corrupt(pos + i, expected, "offsets out of order")
+                expected = view.next_offset
+                i += size
+            if i == 0:
+                return self._mark_corrupt(pos, expected, "truncated batch")
+            pos += i
+            del mv
+        return None
+
+    def _mark_corrupt(self, position: int, offset: int, why: str) -> int:
+        log.error("segment %s is corrupt at position %d (offset %d): %s; that range will not "
+                  "be served", self.log_path, position, offset, why)
+        self.corrupt_position = position
+        self.corrupt_offset = offset
+        return position
 
     # ------------------------------------------------------------------ truncate
     def truncate_to(self, offset: int) -> int:
@@ -389,7 +434,7 @@ class LogSegment:
         self.time_index.truncate_to(b.base_offset)
         self.next_offset = b.base_offset if b.position > 0 else self.base_offset
         if self.corrupt_position is not None and self.corrupt_position >= b.position:
-            self.corrupt_position = None
+            self.corrupt_position = self.corrupt_offset = None
         # recompute what depended on the dropped tail
         self.max_timestamp = self.offset_of_max_timestamp = -1
         for h in self.iter_headers(0):

@@ -142,3 +142,30 @@ def test_corrupt_sealed_segment_is_reported_not_served(original, tmp_path):
         assert next(iter_batch_views(log.read(hi, 1000).read_bytes())).base_offset == hi
     finally:
         log.close()
+
+
+def test_scrub_finds_bit_rot_below_the_recovery_point(original, tmp_path):
+    """A sealed, flushed segment is trusted on a clean start; the scrub still catches a
+    flipped byte and the range is refused instead of served."""
+    from sparklog.protocol.errors import KafkaStorageError
+
+    d, batches, _ = _copy(original, tmp_path, "scrub")
+    seg0 = os.path.join(d, "00000000000000000000.log")
+    with open(seg0, "r+b") as f:
+        f.seek(40)  # inside the first batch, CRC-covered
+        b = f.read(1)[0]
+        f.seek(40)
+        f.write(bytes([b ^ 0x10]))
+    log = PartitionLog(d, CFG, recovery_point=10**9, clean_shutdown=True)
+    try:
+        assert log.corrupt_ranges == []
+        ranges = log.verify_segments()
+        second_base = log.segments[1].base_offset
+        assert ranges == [(0, second_base)]
+        with pytest.raises(KafkaStorageError):
+            log.read(0, 1000)
+        # the later segments are still served
+        info = log.read(second_base, 1 << 20)
+        assert next(iter_batch_views(info.read_bytes())).base_offset == second_base
+    finally:
+        log.close()

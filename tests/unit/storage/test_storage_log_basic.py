@@ -140,6 +140,18 @@ def test_kafka_layout_and_index_widths(tmp_path):
         for ts, _rel in struct.iter_unpack(">qI", tix):
             assert ts > prev
             prev = ts
+    # a third-party reader (kafka-python) walks our .log files as Kafka batches
+    from kafka.record.memory_records import MemoryRecords
+
+    expect = 0
+    for n in logs:
+        mr = MemoryRecords((d / n).read_bytes())
+        while (batch := mr.next_batch()) is not None:
+            assert batch.validate_crc() and batch.base_offset == expect
+            offsets = [r.offset for r in batch]
+            assert offsets == list(range(expect, expect + 3))
+            expect += 3
+    assert expect == 90
     assert "leader-epoch-checkpoint" in names
     assert (d / "leader-epoch-checkpoint").read_text() == "0\n1\n5 0\n"
     assert (d / "partition.metadata").read_text().startswith("version: 0\ntopic_id: AAECAwQFBgcICQoLDA0ODw")

@@ -307,7 +307,7 @@ def test_versions_used_by_real_clients(cluster):
         (18, 0), (18, 3),            # ApiVersions: aiokafka v0, librdkafka v3
         (3, 5), (3, 12),             # Metadata: aiokafka v5, confluent/kafka-python v12
         (0, 7), (0, 9),              # Produce: aiokafka/kcat v7, kafka-python v9 (flexible)
-        (1, 11), (1, 12),            # Fetch: aiokafka/kcat v11, kafka-python/confluent v12
+        (1, 11), (1, 12), (1, 13),   # Fetch: aiokafka/kcat v11, kafka-python v12, confluent v13
         (2, 3),                      # ListOffsets: aiokafka v3
         (22, 0), (22, 4),            # InitProducerId: aiokafka v0, others v4
     }

@@ -91,8 +91,10 @@ def test_fetch(cluster, wire, version):
     batch = encode_batch([Record(key=b"f", value=b"fetch-me")])
     wire.call(0, 7, _produce(7, batch, partition=1))
     cls = API_BY_KEY[1].request
+    topic_id = cluster.broker.controller.topic(TOPIC).topic_id
     req = cls(replica_id=-1, max_wait_ms=100, min_bytes=1, max_bytes=1 << 20, isolation_level=1,
-              session_id=0, session_epoch=-1, topics=[cls.FetchTopic(topic=TOPIC, partitions=[
+              session_id=0, session_epoch=-1, topics=[cls.FetchTopic(
+                  topic=TOPIC, topic_id=topic_id, partitions=[
                   cls.FetchPartition(partition=1, fetch_offset=0, partition_max_bytes=1 << 20,
                                      current_leader_epoch=0)])],
               forgotten_topics_data=[], rack_id="")
@@ -103,6 +105,35 @@ def test_fetch(cluster, wire, version):
     assert part.last_stable_offset == plog.high_watermark
     assert part.aborted_transactions == []  # read_committed: present, empty
     assert bytes(part.records) == plog.read(0, 1 << 20).read_bytes()
+    if version >= 13:
+        assert resp.responses[0].topic_id == topic_id
+        unknown = cls(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20,
+                      isolation_level=0, session_id=0, session_epoch=-1, topics=[cls.FetchTopic(
+                          topic_id=b"\x01" * 16, partitions=[cls.FetchPartition(
+                              partition=0, fetch_offset=0, partition_max_bytes=100)])],
+                      forgotten_topics_data=[], rack_id="")
+        uresp = wire.call(1, version, unknown)
+        assert uresp.responses[0].partitions[0].error_code == ErrorCode.UNKNOWN_TOPIC_ID
+    if version >= 12:  # a fetcher whose last epoch ended earlier learns where it diverged
+        name = f"wire-div-{version}"
+        cluster.call(cluster.broker.create_topic, name, 1, 1)
+        for i in range(2):  # epoch 0 holds offsets 0..4, epoch 1 holds 5..9
+            wire.call(0, 7, API_BY_KEY[0].request(transactional_id=None, acks=1, timeout_ms=1000,
+                      topic_data=[API_BY_KEY[0].request.TopicProduceData(name=name, partition_data=[
+                          API_BY_KEY[0].request.PartitionProduceData(
+                              index=0, records=encode_batch([Record(value=b"d")] * 5))])]))
+            if i == 0:
+                cluster.call(cluster.broker.controller.change_leader, name, 0, 1)
+        div = cls(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20,
+                  isolation_level=0, session_id=0, session_epoch=-1, topics=[cls.FetchTopic(
+                      topic=name, topic_id=cluster.broker.controller.topic(name).topic_id,
+                      partitions=[cls.FetchPartition(partition=0, fetch_offset=8,
+                                                     last_fetched_epoch=0,
+                                                     partition_max_bytes=1000)])],
+                  forgotten_topics_data=[], rack_id="")
+        dp = wire.call(1, version, div).responses[0].partitions[0]
+        assert dp.error_code == 0 and len(dp.records) == 0
+        assert (dp.diverging_epoch.epoch, dp.diverging_epoch.end_offset) == (0, 5)
 
 
 @pytest.mark.parametrize("version", _versions(2))

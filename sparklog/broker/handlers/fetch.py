@@ -72,6 +72,13 @@ def _read_pass(ctx: RequestContext, entries: list[_PartitionFetch], request: Any
                 raise OffsetOutOfRangeError(
                     f"{e.topic}-{r.partition}: offset {r.fetch_offset} outside [{start}, {leo}]"
                 )
+            last_epoch = getattr(r, "last_fetched_epoch", -1)
+            if last_epoch >= 0:
+                # KIP-320/595: the fetcher's log may have diverged from ours at an epoch end
+                epoch, end = plog.end_offset_for_epoch(last_epoch)
+                if epoch != last_epoch or end < r.fetch_offset:
+                    resp.diverging_epoch = type(resp.diverging_epoch)(epoch=epoch, end_offset=end)
+                    continue
             if r.fetch_offset >= max_offset or budget <= 0:
                 continue
             limit = min(r.partition_max_bytes, budget)
@@ -109,7 +116,7 @@ def _aborted(resp: Any, aborted_fn: Any, fetch_offset: int, size: int) -> list[A
     return [cls(producer_id=pid, first_offset=first) for pid, first in txns]
 
 
-@register(ApiKey.FETCH, 4, 12)
+@register(ApiKey.FETCH, 4, 13)
 async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
     resp_cls = api_spec(ApiKey.FETCH).response
     TopicResp, PartResp = resp_cls.FetchableTopicResponse, resp_cls.PartitionData
@@ -117,16 +124,26 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
         return resp_cls(throttle_time_ms=0, error_code=int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND),
                         session_id=0, responses=[])
     follower = request.replica_id >= 0
+    by_id = ctx.api_version >= 13  # topics are named by id from v13 on
+    ctrl = ctx.broker.controller
     entries: list[_PartitionFetch] = []
     responses = []
     for t in request.topics:
+        name = t.topic
+        if by_id:
+            info = ctrl.topic_by_id(t.topic_id)
+            name = info.name if info is not None else None
         parts = []
         for r in t.partitions:
             pr = PartResp(partition_index=r.partition, error_code=0, high_watermark=-1,
                           last_stable_offset=-1, log_start_offset=-1, records=b"")
             parts.append(pr)
-            entries.append(_PartitionFetch(t.topic, r, pr))
-        responses.append(TopicResp(topic=t.topic, partitions=parts))
+            if name is None:
+                pr.error_code = int(ErrorCode.UNKNOWN_TOPIC_ID)
+                continue
+            entries.append(_PartitionFetch(name, r, pr))
+        responses.append(TopicResp(topic=name or "", topic_id=getattr(t, "topic_id", bytes(16)),
+                                   partitions=parts))
 
     total, any_error = _read_pass(ctx, entries, request, follower)
     if total < request.min_bytes and not any_error and request.max_wait_ms > 0 and entries:

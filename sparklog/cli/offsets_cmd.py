@@ -1,0 +1,64 @@
+"""``sparklog offsets``: partition offsets by time (GetOffsetShell): ``topic:partition:offset``."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from typing import Any
+
+from sparklog.cli.client_common import CliError, add_common, client_config, wrap
+
+__all__ = ["add_parser"]
+
+_NAMED = {"latest": -1, "earliest": -2, "max-timestamp": -3}
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("offsets", help="print topic:partition:offset lines",
+                              description="Offsets per partition at a time (like GetOffsetShell).")
+    add_common(p)
+    p.add_argument("--topic", required=True, help="topic name (or a regular expression)")
+    p.add_argument("--partitions", default=None, help="comma-separated partition ids")
+    p.add_argument("--time", default="-1",
+                   help="-1/latest, -2/earliest, -3/max-timestamp, or a timestamp in ms")
+    p.set_defaults(func=wrap(_run))
+    return p
+
+
+def _run(args: argparse.Namespace) -> int:
+    from sparklog.client import AdminClient, TopicPartition
+
+    t = str(args.time).strip().lower()
+    try:
+        spec = _NAMED[t] if t in _NAMED else int(t)
+    except ValueError:
+        raise CliError(f"--time must be -1, -2, -3 or a timestamp in ms, got {args.time!r}") \
+            from None
+    wanted = None
+    if args.partitions:
+        try:
+            wanted = {int(x) for x in args.partitions.split(",") if x.strip()}
+        except ValueError:
+            raise CliError(f"--partitions: bad list {args.partitions!r}") from None
+    admin = AdminClient(client_config(args))
+    try:
+        topics = admin.list_topics()
+        if args.topic in topics:
+            names = [args.topic]
+        else:
+            try:
+                rx = re.compile(args.topic)
+            except re.error:
+                rx = None
+            names = sorted(n for n in topics if rx is not None and rx.fullmatch(n))
+        if not names:
+            raise CliError(f"Topic '{args.topic}' does not exist")
+        tps = [TopicPartition(n, p) for n in names for p in sorted(topics[n].partitions)
+               if wanted is None or p in wanted]
+        res = admin.list_offsets({tp: spec for tp in tps})
+        for tp in tps:
+            off = res[tp][0]
+            print(f"{tp.topic}:{tp.partition}:{off if off >= 0 else ''}")
+    finally:
+        admin.close()
+    return 0

@@ -1,0 +1,176 @@
+"""``sparklog topics create|list|describe|alter|delete`` (kafka-topics.sh)."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+from typing import Any
+
+from sparklog.cli.client_common import CliError, add_common, client_config, parse_kv, wrap
+
+__all__ = ["add_parser"]
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("topics", help="create, list, describe, alter, delete topics",
+                              description="Manage topics (like kafka-topics.sh).")
+    sub = p.add_subparsers(dest="topics_action", metavar="ACTION")
+    sub.required = True
+
+    c = sub.add_parser("create", help="create a topic")
+    add_common(c)
+    c.add_argument("--topic", required=True)
+    c.add_argument("--partitions", type=int, default=None)
+    c.add_argument("--replication-factor", type=int, default=None)
+    c.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
+    c.add_argument("--if-not-exists", action="store_true")
+    c.set_defaults(func=wrap(_create))
+
+    ls = sub.add_parser("list", help="list topic names")
+    add_common(ls)
+    ls.add_argument("--exclude-internal", action="store_true")
+    ls.set_defaults(func=wrap(_list))
+
+    d = sub.add_parser("describe", help="partitions, leaders, replicas, ISR and configs")
+    add_common(d)
+    d.add_argument("--topic", default=None)
+    d.add_argument("--exclude-internal", action="store_true")
+    d.set_defaults(func=wrap(_describe))
+
+    a = sub.add_parser("alter", help="add partitions or change configs")
+    add_common(a)
+    a.add_argument("--topic", required=True)
+    a.add_argument("--partitions", type=int, default=None)
+    a.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
+    a.add_argument("--delete-config", action="append", default=[], metavar="KEY")
+    a.set_defaults(func=wrap(_alter))
+
+    x = sub.add_parser("delete", help="delete a topic")
+    add_common(x)
+    x.add_argument("--topic", required=True)
+    x.add_argument("--if-exists", action="store_true")
+    x.set_defaults(func=wrap(_delete))
+    return p
+
+
+def _admin(args: argparse.Namespace) -> Any:
+    from sparklog.client import AdminClient
+
+    return AdminClient(client_config(args))
+
+
+def _create(args: argparse.Namespace) -> int:
+    from sparklog.client import NewTopic
+    from sparklog.protocol.errors import TopicAlreadyExistsError
+
+    configs = parse_kv(args.config, "--config")
+    admin = _admin(args)
+    try:
+        try:
+            admin.create_topics([NewTopic(args.topic,
+                                          args.partitions if args.partitions is not None else -1,
+                                          args.replication_factor
+                                          if args.replication_factor is not None else -1,
+                                          configs)])
+        except TopicAlreadyExistsError:
+            if args.if_not_exists:
+                return 0
+            raise CliError(f"Topic '{args.topic}' already exists.") from None
+        print(f"Created topic {args.topic}.")
+    finally:
+        admin.close()
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    admin = _admin(args)
+    try:
+        for name, md in sorted(admin.list_topics().items()):
+            if args.exclude_internal and md.is_internal:
+                continue
+            print(name)
+    finally:
+        admin.close()
+    return 0
+
+
+def topic_id_str(raw: bytes) -> str:
+    """Kafka prints Uuid as URL-safe base64 without padding."""
+    return base64.urlsafe_b64encode(bytes(raw)).decode().rstrip("=")
+
+
+def _describe(args: argparse.Namespace) -> int:
+    admin = _admin(args)
+    try:
+        if args.topic:
+            topics = admin.describe_topics([args.topic])
+        else:
+            topics = admin.list_topics()
+        for name in sorted(topics):
+            md = topics[name]
+            if args.exclude_internal and md.is_internal:
+                continue
+            try:
+                cfg = admin.describe_configs(name)
+                overrides = ",".join(f"{k}={e.value}" for k, e in sorted(cfg.items())
+                                     if e.source == "DYNAMIC_TOPIC_CONFIG" and not e.is_sensitive)
+            except Exception:  # configs are a bonus; partitions are what matters
+                overrides = ""
+            parts = md.partitions
+            rf = len(next(iter(parts.values())).replicas) if parts else 0
+            print(f"Topic: {name}\tTopicId: {topic_id_str(md.topic_id)}\t"
+                  f"PartitionCount: {len(parts)}\tReplicationFactor: {rf}\tConfigs: {overrides}")
+            for p in sorted(parts):
+                pm = parts[p]
+                leader = str(pm.leader) if pm.leader >= 0 else "none"
+                line = (f"\tTopic: {name}\tPartition: {p}\tLeader: {leader}\t"
+                        f"Replicas: {','.join(map(str, pm.replicas))}\t"
+                        f"Isr: {','.join(map(str, pm.isr))}")
+                if pm.offline_replicas:
+                    line += f"\tOffline: {','.join(map(str, pm.offline_replicas))}"
+                print(line)
+    finally:
+        admin.close()
+    return 0
+
+
+def _alter(args: argparse.Namespace) -> int:
+    configs: dict[str, str | None] = dict(parse_kv(args.config, "--config"))
+    for k in args.delete_config:
+        configs[k] = None
+    if args.partitions is None and not configs:
+        raise CliError("topics alter needs --partitions N or --config KEY=VALUE")
+    admin = _admin(args)
+    try:
+        if args.partitions is not None:
+            current = admin.describe_topics([args.topic])[args.topic]
+            if args.partitions <= len(current.partitions):
+                raise CliError(f"The number of partitions for a topic can only be increased. "
+                               f"Topic {args.topic} currently has {len(current.partitions)} "
+                               f"partitions, {args.partitions} would not be an increase.")
+            admin.create_partitions({args.topic: args.partitions})
+            print("Adding partitions succeeded!")
+        if configs:
+            admin.describe_topics([args.topic])
+            admin.alter_configs(args.topic, configs)
+            print(f"Completed updating config for topic {args.topic}.")
+    finally:
+        admin.close()
+    return 0
+
+
+def _delete(args: argparse.Namespace) -> int:
+    from sparklog.protocol.errors import UnknownTopicOrPartitionError
+
+    admin = _admin(args)
+    try:
+        try:
+            admin.delete_topics([args.topic])
+        except UnknownTopicOrPartitionError:
+            if args.if_exists:
+                return 0
+            raise CliError(f"Topic '{args.topic}' does not exist as expected") from None
+        print(f"Deleted topic {args.topic}.")
+    finally:
+        admin.close()
+    return 0

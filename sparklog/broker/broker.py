@@ -83,6 +83,7 @@ class Broker:
             max_queued_requests=int(self.config.get("queued.max.requests")),
             send_buffer_bytes=int(self.config.get("socket.send.buffer.bytes")),
             receive_buffer_bytes=int(self.config.get("socket.receive.buffer.bytes")),
+            connections_max_idle_ms=int(self.config.get("connections.max.idle.ms")),
         )
         # bind before registering so port 0 resolves to the real port clients must use
         await self.server.start()

@@ -77,12 +77,14 @@ class Connection(asyncio.BufferedProtocol):
         self._reading_paused = False
         self._write_ready: asyncio.Future[None] | None = None
         self._eof = False
+        self.last_active = 0.0
 
     # -- asyncio callbacks --------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
+        self.last_active = asyncio.get_running_loop().time()
         peer = transport.get_extra_info("peername")
         if peer:
             self.client_host, self.client_port = peer[0], peer[1]
@@ -125,6 +127,7 @@ class Connection(asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes: int) -> None:
         if self.closed:
             return
+        self.last_active = self.server.now()
         if self._direct is not None:
             self._direct_filled += nbytes
             if self._direct_filled == len(self._direct):
@@ -278,6 +281,7 @@ class Connection(asyncio.BufferedProtocol):
         if pending:
             transport.write(bytes(pending))
         await self._drain()
+        self.last_active = self.server.now()
 
     async def _drain(self) -> None:
         fut = self._write_ready
@@ -319,6 +323,7 @@ class KafkaServer:
         max_queued_requests: int = 500,
         send_buffer_bytes: int = -1,
         receive_buffer_bytes: int = -1,
+        connections_max_idle_ms: int = 600_000,
     ) -> None:
         self.process = process
         self.host = host
@@ -327,11 +332,16 @@ class KafkaServer:
         self.max_queued_requests = max(2, max_queued_requests)
         self.send_buffer_bytes = send_buffer_bytes
         self.receive_buffer_bytes = receive_buffer_bytes
+        self.connections_max_idle_ms = connections_max_idle_ms
+        self._reaper: asyncio.Task[None] | None = None
         self.closing = False
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[Connection] = set()
         self._conn_seq = 0
         self._logged: dict[str, int] = {}
+
+    def now(self) -> float:
+        return asyncio.get_running_loop().time()
 
     def _next_connection_id(self) -> int:
         self._conn_seq += 1
@@ -362,11 +372,27 @@ class KafkaServer:
         sock.setblocking(False)
         self._server = await loop.create_server(lambda: Connection(self), sock=sock)
         self.port = sock.getsockname()[1]
+        if self.connections_max_idle_ms > 0:
+            self._reaper = loop.create_task(self._reap_idle())
         log.info("listening on %s:%d", self.host, self.port)
+
+    async def _reap_idle(self) -> None:
+        """Close connections with no traffic for ``connections.max.idle.ms`` (a request
+        still being processed, e.g. a long poll, keeps its connection alive)."""
+        idle_s = self.connections_max_idle_ms / 1000
+        while not self.closing:
+            await asyncio.sleep(min(max(idle_s / 4, 0.05), 30.0))
+            now = self.now()
+            for c in list(self._connections):
+                if c.idle and not c.closed and now - c.last_active > idle_s:
+                    log.debug("closing idle connection %s from %s", c.connection_id, c.client_host)
+                    c.close()
 
     async def close(self, grace_s: float = 5.0) -> None:
         """Stop accepting, let workers finish what they are processing, then close."""
         self.closing = True
+        if self._reaper is not None:
+            self._reaper.cancel()
         if self._server is not None:
             self._server.close()
         conns = list(self._connections)

@@ -129,7 +129,7 @@ def test_unsupported_api_versions_version_gets_v0_reply(cluster, kafka_wire, ack
     cid, err, n = struct.unpack_from(">ihi", frame, 0)
     assert cid == 77 and err == ErrorCode.UNSUPPORTED_VERSION
     keys = {struct.unpack_from(">hhh", frame, 10 + 6 * i) for i in range(n)}
-    assert (18, 0, 3) in keys and (0, 0, 10) in keys and (1, 4, 12) in keys
+    assert (18, 0, 3) in keys and (0, 0, 10) in keys and (1, 4, 13) in keys
     # the client can then talk v0 on the same connection
     assert w.call(18, 0, _req(18)).error_code == 0
     # an unsupported version of another API closes the connection (as Kafka does)
@@ -160,6 +160,13 @@ def test_bad_crc_is_corrupt_message(cluster, kafka_wire, acked):
     w = kafka_wire(cluster.bootstrap_servers)
     resp = w.call(0, 7, _produce_req(SENTINEL, 0, bytes(batch)))
     assert resp.responses[0].partition_responses[0].error_code == ErrorCode.CORRUPT_MESSAGE
+    assert_healthy(cluster, kafka_wire, acked)
+
+
+def test_two_batches_in_one_partition_entry(cluster, kafka_wire, acked):
+    w = kafka_wire(cluster.bootstrap_servers)
+    resp = w.call(0, 7, _produce_req(SENTINEL, 0, _batch(tag="a") + _batch(tag="b")))
+    assert resp.responses[0].partition_responses[0].error_code == ErrorCode.INVALID_RECORD
     assert_healthy(cluster, kafka_wire, acked)
 
 

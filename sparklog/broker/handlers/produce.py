@@ -9,6 +9,7 @@ the connection is closed, which is the only way Kafka can tell an acks=0 produce
 from __future__ import annotations
 
 import logging
+import struct
 from typing import Any
 
 from sparklog.broker.dispatch import ApiKey, RequestContext, api_spec, register
@@ -18,6 +19,7 @@ from sparklog.protocol.errors import ErrorCode, KafkaError
 log = logging.getLogger(__name__)
 
 MIN_SERVED_VERSION = 3
+_BATCH_LEN = struct.Struct(">i")
 
 
 @register(ApiKey.PRODUCE, 0, 10)
@@ -52,7 +54,16 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any:
                                       base_offset=-1, error_message="null record set"))
                 failed = True
                 continue
-            res = rm.append(t.name, pd.index, pd.records, acks=acks)
+            records = pd.records
+            if len(records) >= 12 and 12 + _BATCH_LEN.unpack_from(records, 8)[0] < len(records):
+                # Kafka: "Produce requests with version 3 are only allowed to contain exactly
+                # one record batch" (every client sends one per partition)
+                parts.append(PartResp(index=pd.index, error_code=int(ErrorCode.INVALID_RECORD),
+                                      base_offset=-1,
+                                      error_message="more than one record batch in a partition"))
+                failed = True
+                continue
+            res = rm.append(t.name, pd.index, records, acks=acks)
             if res.error is not None:
                 err: KafkaError = res.error
                 ctx.log_once(f"produce-{err.error_code.name}", logging.INFO,

@@ -162,3 +162,25 @@ def test_many_small_pipelined_frames(n):
             await srv.close()
 
     _run(main())
+
+
+def test_idle_connections_are_closed_busy_ones_are_not():
+    async def slow(conn, frame):
+        await asyncio.sleep(0.6)  # a long poll: the connection is busy, not idle
+        return [bytes(frame)]
+
+    async def main():
+        srv = KafkaServer(slow, host="127.0.0.1", port=0, connections_max_idle_ms=200)
+        await srv.start()
+        try:
+            r1, w1 = await asyncio.open_connection("127.0.0.1", srv.port)
+            r2, w2 = await asyncio.open_connection("127.0.0.1", srv.port)
+            w2.write(_frame(b"\x03long-poll"))
+            await w2.drain()
+            assert await asyncio.wait_for(r1.read(10), 5) == b""  # idle: closed
+            assert await _read_frame(r2) == b"\x03long-poll"  # busy past the idle time
+            w2.close()
+        finally:
+            await srv.close()
+
+    _run(main())

@@ -400,9 +400,14 @@ class PartitionLog:
         """A crash after compaction renamed its output to ``.swap``: the swap file is whole
         (it was fsynced before the rename), so finish replacing the segments it covers."""
         seg = self._new_segment(base, SWAP_SUFFIX)
-        seg.recover(truncate=False)
+        res = seg.recover(truncate=False)
+        if seg.size == 0 or res.error is not None:
+            # not a whole swap file after all: the segments it would replace are intact
+            log.warning("discarding unusable swap file %s (%s)", seg.log_path, res.error)
+            seg.delete_files()
+            return
         end = seg.next_offset
-        replaced = sorted(b for b in bases if base <= b < end) if seg.size else []
+        replaced = sorted(b for b in bases if base <= b < end)
         for b in replaced:
             prefix = os.path.join(self.directory, f"{b:020d}")
             for suf in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):

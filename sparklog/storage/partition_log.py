@@ -764,7 +764,10 @@ class PartitionLog:
                         end_pos, next_off = stop.position, stop.base_offset
                 want_end = start_pos + remaining
                 if want_end < end_pos:
-                    cut_pos, cut_off = self._cut(seg, start_pos, want_end, end_pos)
+                    if first.size > remaining:  # not even the first batch fits: no scan
+                        cut_pos, cut_off = start_pos, first.base_offset
+                    else:
+                        cut_pos, cut_off = self._cut(seg, start_pos, want_end, end_pos)
                     if cut_pos == start_pos:
                         if info.slices or not min_one_message:
                             break

@@ -116,6 +116,7 @@ def test_time_lookups(tmp_path):
     log.close()
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # kafka-python's resource loading
 def test_kafka_layout_and_index_widths(tmp_path):
     d = tmp_path / "my-topic-with-dashes-12"
     log = PartitionLog(str(d), SMALL, topic_id=bytes(range(16)))

@@ -158,26 +158,48 @@ def _varints(
 # ----------------------------------------------------------------------------- record starts
 
 
+def _record_size_table() -> list[int]:
+    """Total record size (length varint + length) for every 2-byte prefix whose varint fits
+    in 2 bytes and is non-negative; 0 means "decode the slow way"."""
+    table = [0] * 65536
+    for b0 in range(256):
+        for b1 in range(256):
+            if b0 < 0x80:
+                z, n = b0, 1
+            elif b1 < 0x80:
+                z, n = (b0 & 0x7F) | (b1 << 7), 2
+            else:
+                continue
+            length = (z >> 1) ^ -(z & 1)
+            if length >= 0:
+                table[b0 | (b1 << 8)] = n + length
+    return table
+
+
+_SIZE_TABLE: list[int] = []
+
+
 def _walk(raw: bytes | memoryview, p: int, count: int, out: list[int]) -> int:
     """Python walk over record lengths only; returns the position after the last one.
-    Garbage makes it produce garbage positions, which the vectorised checks reject."""
-    append = out.append
+
+    One table lookup per record (records under 8 KiB). Garbage makes it produce garbage
+    positions, which the vectorised checks reject."""
+    if not _SIZE_TABLE:
+        _SIZE_TABLE.extend(_record_size_table())
+    table = _SIZE_TABLE
+    base = len(out)
+    out.extend([0] * count)
     try:
-        for _ in range(count):
-            append(p)
-            b = raw[p]
-            if b < 0x80:
-                p += 1 + ((b >> 1) ^ -(b & 1))
-                continue
-            b2 = raw[p + 1]
-            if b2 < 0x80:
-                z = (b & 0x7F) | (b2 << 7)
-                p += 2 + ((z >> 1) ^ -(z & 1))
+        for i in range(base, base + count):
+            out[i] = p
+            size = table[raw[p] | (raw[p + 1] << 8)]
+            if size:
+                p += size
                 continue
             n, q = decode_varint(raw, p)
-            p = q + n
-            if p < 0:
+            if n < 0:
                 raise CorruptRecordError("negative record length")
+            p = q + n
     except (IndexError, MalformedFrameError):
         raise CorruptRecordError(f"record length chain leaves the batch at {p}") from None
     return p
@@ -228,6 +250,7 @@ def _find_starts(
     left = counts.astype(np.int64).copy()
     end = seg_end.astype(np.int64)
     walk_len = np.full(len(counts), 32, dtype=np.int64)
+    window = np.full(len(counts), 64, dtype=np.int64)  # doubles while guesses hold
     live = np.flatnonzero(left > 0)
     raw = buf.raw
     while live.size:
@@ -240,7 +263,7 @@ def _find_starts(
             raise CorruptRecordError("record length outside its batch")
         # guess: every remaining record of the batch has this size, i.e. starts with the
         # same length-varint bytes; the guess at k holds if the bytes at c + k*size match
-        fit = np.minimum(lft, (e - c) // size)
+        fit = np.minimum(np.minimum(lft, window[live]), (e - c) // size)
         seg = np.repeat(np.arange(live.size), fit)
         k = np.arange(seg.size, dtype=np.int64) - np.repeat(np.cumsum(fit) - fit, fit)
         size_s = size[seg]
@@ -254,6 +277,8 @@ def _find_starts(
             seg_miss, first_miss = np.unique(seg[miss], return_index=True)
             matched[seg_miss] = k[miss[first_miss]]
         runs.append((rec[live], c, size, matched))
+        broke = matched < fit
+        window[live] = np.where(broke, np.maximum(64, 2 * matched), 2 * window[live])
         cur[live] = c + matched * size
         rec[live] += matched
         left[live] = lft - matched
@@ -491,7 +516,8 @@ def _heads(buf: _Buf, pos: np.ndarray, lens: np.ndarray) -> np.ndarray:
     lo_mask = np.where(lo_bits >= 64, ~np.uint64(0), (_ONE << (lo_bits & np.uint64(63))) - _ONE)
     out[:, 0] = buf.words(pos) & lo_mask
     hi_bits = (np.maximum(ln, 8) - np.uint64(8)) * np.uint64(8)
-    long8 = np.flatnonzero(ln > 8)
+    # bytes 8..11 matter only for values of 9..12 bytes (inline); longer ones keep a prefix
+    long8 = np.flatnonzero((lens > 8) & (lens <= 12))
     if long8.size:
         out[long8, 1] = buf.words(pos[long8] + 8) & ((_ONE << hi_bits[long8]) - _ONE)
     return out.view(np.uint8).reshape(n, 16)[:, :12]

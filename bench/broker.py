@@ -83,11 +83,13 @@ class BrokerProc:
         self.log.close()
 
 
-def start_sparklog(workdir: str) -> BrokerProc:
+def start_sparklog(workdir: str, sets: list[str] | None = None) -> BrokerProc:
     port = free_port()
     data = os.path.join(workdir, "sparklog-data")
     cmd = [sys.executable, "-m", "sparklog.cli.main", "--log-level", "WARNING", "server",
            "--data-dir", data, "--port", str(port), "--set", "message.max.bytes=2000000"]
+    for item in sets or []:
+        cmd += ["--set", item]
     return BrokerProc("sparklog", cmd, port, workdir)
 
 
@@ -204,6 +206,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--configs", default="1:1,1:all,4:1,4:all", help="partitions:acks,...")
     ap.add_argument("--cap-s", type=float, default=120.0, help="time cap per phase")
     ap.add_argument("--only", choices=["sparklog", "tansu"], default=None)
+    ap.add_argument("--sparklog-set", action="append", default=[], metavar="KEY=VALUE",
+                    help="extra broker config for sparklog (repeatable)")
     args = ap.parse_args(argv)
 
     configs = [(int(c.split(":")[0]), c.split(":")[1]) for c in args.configs.split(",")]
@@ -217,9 +221,10 @@ def main(argv: list[str] | None = None) -> int:
     workdir = tempfile.mkdtemp(prefix="sparklog-bench-")
     try:
         for parts, acks in configs:
-            for name in brokers:
-                for rep in range(args.reps):
-                    b = start_sparklog(workdir) if name == "sparklog" else start_tansu(tansu, workdir)  # type: ignore[arg-type]
+            for rep in range(args.reps):
+                for name in brokers:  # interleaved: both brokers see the same machine load
+                    b = (start_sparklog(workdir, args.sparklog_set) if name == "sparklog"
+                         else start_tansu(tansu, workdir))  # type: ignore[arg-type]
                     try:
                         topic = f"bench-{parts}-{acks}-{rep}"
                         create_topic(b.bootstrap, topic, parts)

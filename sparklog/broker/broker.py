@@ -59,6 +59,7 @@ class Broker:
         self.dispatcher = Dispatcher(self)
         self.server: KafkaServer | None = None
         self.started = False
+        self.stopping = False
         self._base_log_config: Any = None
         self.producer_ids: Any = None
 
@@ -99,10 +100,12 @@ class Broker:
                  ", ".join(self.data_dirs))
 
     async def shutdown(self) -> None:
-        if self.server is not None:
-            await self.server.close()
+        # long polls answer now with what they have instead of waiting out max_wait_ms
+        self.stopping = True
         for p in self.replica_manager.partitions():
             p.waiters.wake()
+        if self.server is not None:
+            await self.server.close()
         await self._stop_group_coordinator()
         if self.log_manager is not None:
             try:

@@ -99,7 +99,6 @@ def _read_pass(ctx: RequestContext, entries: list[_PartitionFetch], request: Any
         except KafkaError as exc:
             e.partition = None if not isinstance(exc, OffsetOutOfRangeError) else e.partition
             resp.error_code = int(exc.error_code)
-            resp.high_watermark = resp.high_watermark if resp.high_watermark else -1
             resp.records = b""
             any_error = True
             ctx.log_once(f"fetch-{exc.error_code.name}", logging.INFO,
@@ -152,7 +151,7 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
         while True:
             remaining = deadline - loop.time()
             waiters = [e.partition.waiters for e in entries if e.partition is not None]
-            if remaining <= 0 or not waiters:
+            if remaining <= 0 or not waiters or ctx.broker.stopping:
                 break
             if not await wait_any(waiters, remaining):
                 break

@@ -139,12 +139,15 @@ class OffsetReader:
         if kind == "latest":
             return self.latest(tps)
         assert bound is not None
+        # No offset at/after an ending timestamp means "read to the end" (Spark's rule); for a
+        # starting timestamp it is up to startingOffsetsByTimestampStrategy.
+        strategy = (
+            "latest" if option.startswith("ending") else self.options.starting_by_timestamp_strategy
+        )
         if kind == "timestamp":
             assert bound.timestamp is not None
             return self.for_timestamps(
-                dict.fromkeys(tps, bound.timestamp),
-                option=option,
-                strategy=self.options.starting_by_timestamp_strategy,
+                dict.fromkeys(tps, bound.timestamp), option=option, strategy=strategy
             )
         given = {(t, p): v for t, ps in bound.offsets.items() for p, v in ps.items()}
         unknown = sorted(set(given) - set(tps))
@@ -161,9 +164,7 @@ class OffsetReader:
                     f"Option '{option}' has no timestamp for partitions {missing}. "
                     "Fix: give a timestamp for every subscribed partition."
                 )
-            return self.for_timestamps(
-                given, option=option, strategy=self.options.starting_by_timestamp_strategy
-            )
+            return self.for_timestamps(given, option=option, strategy=strategy)
         if missing:
             raise OptionError(
                 f"Option '{option}' has no offset for partitions {missing}. Fix: give an "

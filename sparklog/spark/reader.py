@@ -115,6 +115,7 @@ class SparklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._gate: MinOffsetsGate | None = None
         self._available_now: PartitionOffsets | None = None
         self._latest: PartitionOffsets | None = None
+        self._group_committed: PartitionOffsets | None = None
 
     def __getstate__(self) -> dict:
         # Executors only need the options; driver state stays on the driver.
@@ -125,6 +126,7 @@ class SparklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             "_gate": None,
             "_available_now": None,
             "_latest": None,
+            "_group_committed": None,
         }
 
     # ------------------------------------------------------------------ driver
@@ -155,6 +157,10 @@ class SparklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         start_offsets = from_json_dict(start)
+        # Spark plans a batch only after the previous one committed, so `start` is fully
+        # processed: report it to the group now (commit() only runs once a *later* batch has
+        # data, which would leave the group one batch behind on a quiet or finished stream).
+        self._commit_group(start_offsets)
         if self._available_now is not None:
             latest = dict(self._available_now)
         else:
@@ -223,11 +229,15 @@ class SparklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         )
 
     def commit(self, end: dict) -> None:
+        self._commit_group(from_json_dict(end))
+
+    def _commit_group(self, offsets: PartitionOffsets) -> None:
         group = self.options.group_id
-        if not group:
+        if not group or not offsets or offsets == self._group_committed:
             return
         try:
-            self.offsets.commit_group(group, from_json_dict(end))
+            self.offsets.commit_group(group, offsets)
+            self._group_committed = dict(offsets)
         except Exception:
             # Lag reporting must never stop the query: the checkpoint holds the progress.
             log.warning("could not commit offsets of group %r", group, exc_info=True)

@@ -1,0 +1,263 @@
+"""Benchmark: the sparklog Spark source against Spark's own sources, in the same run.
+
+Throughput (rows/s, wall time from query start to termination, noop sink):
+  1. sparklog: ``readStream.format("sparklog")`` + Trigger.AvailableNow over N records
+     (16-byte key, 100-byte value) held by an embedded broker, ``--per-batch`` rows per
+     micro-batch (maxOffsetsPerTrigger),
+  2. the same rows as Parquet files read by Spark's file-stream source, the same rows per
+     micro-batch (maxFilesPerTrigger),
+  3. Spark's ``rate-micro-batch`` source with the same rows per batch (the engine's ceiling).
+Latency: records produced at ``--rate`` records/s while a query with the default trigger
+runs; produce -> visible in ``foreachBatch`` p50/p99, beside the duration of a 1-row
+micro-batch of the ``rate-micro-batch`` source (the engine's per-batch floor).
+
+Targets (issue 6): sparklog >= 1.0x the Parquet file stream; latency p50 <= 1.5x the floor.
+
+    python bench/spark_source.py                       # 10 M records (a few minutes)
+    python bench/spark_source.py --records 2000000 --latency-seconds 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+import numpy as np  # noqa: E402
+import pyarrow as pa  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+
+KEY_BYTES, VALUE_BYTES = 16, 100
+
+
+def fixed_binary(rng: np.random.Generator, n: int, width: int) -> pa.Array:
+    data = rng.integers(32, 127, n * width, dtype=np.uint8)
+    offsets = np.arange(0, (n + 1) * width, width, dtype=np.int32)
+    return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+def spark_session(driver_memory: str):  # noqa: ANN201
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("sparklog-bench")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.memory", driver_memory)
+        .config("spark.sql.shuffle.partitions", "2")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def run_query(df, ckpt: str, *, available_now: bool = True, stop_after_rows: int | None = None):  # noqa: ANN001
+    """(rows, wall seconds, batches) of ``df`` into the noop sink."""
+    w = df.writeStream.format("noop").option("checkpointLocation", ckpt)
+    w = w.trigger(availableNow=True) if available_now else w.trigger(processingTime="0 seconds")
+    t0 = time.monotonic()
+    q = w.start()
+    if available_now:
+        q.awaitTermination()
+        wall = time.monotonic() - t0
+    else:
+        while True:
+            time.sleep(0.05)
+            done = sum(p["numInputRows"] for p in q.recentProgress)
+            if done >= (stop_after_rows or 0):
+                wall = time.monotonic() - t0
+                break
+        q.stop()
+    progress = [p for p in q.recentProgress if p["numInputRows"]]
+    rows = sum(p["numInputRows"] for p in progress)
+    return rows, wall, len(progress)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from sparklog.client import AdminClient, NewTopic, Producer
+    from sparklog.cluster.embedded import EmbeddedCluster
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--records", type=int, default=10_000_000)
+    ap.add_argument("--per-batch", type=int, default=1_000_000)
+    ap.add_argument("--partitions", type=int, default=2)
+    ap.add_argument("--rate", type=int, default=1000, help="records/s for the latency run")
+    ap.add_argument("--latency-seconds", type=float, default=20.0)
+    ap.add_argument("--driver-memory", default="4g")
+    args = ap.parse_args(argv)
+    n, per_batch = args.records, args.per_batch
+    work = tempfile.mkdtemp(prefix="sparklog-bench-")
+    rng = np.random.default_rng(1)
+
+    cluster = EmbeddedCluster(os.path.join(work, "broker"))
+    cluster.start()
+    bootstrap = cluster.bootstrap_servers
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics(
+            [
+                NewTopic("bench", num_partitions=args.partitions),
+                NewTopic("latency", num_partitions=1),
+            ]
+        )
+        parquet_dir = os.path.join(work, "parquet")
+        os.makedirs(parquet_dir)
+        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": "5"})
+        chunk = 100_000
+        t0 = time.monotonic()
+        for i, first in enumerate(range(0, n, chunk)):
+            m = min(chunk, n - first)
+            keys, values = fixed_binary(rng, m, KEY_BYTES), fixed_binary(rng, m, VALUE_BYTES)
+            producer.produce_arrow("bench", values, keys=keys)
+            pq.write_table(
+                pa.table({"key": keys, "value": values}),
+                os.path.join(parquet_dir, f"part-{i:05d}.parquet"),
+            )
+        assert producer.flush(600) == 0
+        load_s = time.monotonic() - t0
+        print(
+            f"loaded {n:,} records ({KEY_BYTES} B key, {VALUE_BYTES} B value) into the "
+            f"broker and {len(os.listdir(parquet_dir))} Parquet files in {load_s:.1f} s "
+            f"({n / load_s:,.0f} rec/s)",
+            flush=True,
+        )
+
+        spark = spark_session(args.driver_memory)
+        # warm-up: JVM + Python workers, so the first measured query does not pay for them
+        spark.range(1000).selectExpr("id % 7 AS k").groupBy("k").count().collect()
+
+        df = (
+            spark.readStream.format("sparklog")
+            .option("bootstrap.servers", bootstrap)
+            .option("subscribe", "bench")
+            .option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", str(per_batch))
+            .load()
+        )
+        s_rows, s_wall, s_batches = run_query(df, os.path.join(work, "c-sparklog"))
+
+        files_per_batch = max(1, per_batch // chunk)
+        schema = "key BINARY, value BINARY"
+        df = (
+            spark.readStream.format("parquet")
+            .schema(schema)
+            .option("maxFilesPerTrigger", str(files_per_batch))
+            .load(parquet_dir)
+        )
+        p_rows, p_wall, p_batches = run_query(df, os.path.join(work, "c-parquet"))
+
+        df = (
+            spark.readStream.format("rate-micro-batch")
+            .option("rowsPerBatch", str(per_batch))
+            .option("numPartitions", "2")
+            .load()
+        )
+        r_rows, r_wall, r_batches = run_query(
+            df, os.path.join(work, "c-rate"), available_now=False, stop_after_rows=n
+        )
+
+        print()
+        print(f"throughput, {n:,} rows, {per_batch:,} rows/micro-batch, noop sink, local[2]")
+        for name, rows, wall, batches in (
+            ("sparklog (AvailableNow)", s_rows, s_wall, s_batches),
+            ("Parquet file stream", p_rows, p_wall, p_batches),
+            ("rate-micro-batch", r_rows, r_wall, r_batches),
+        ):
+            print(
+                f"  {name:<26} {rows:>11,} rows {wall:7.2f} s {rows / wall:>12,.0f} rows/s "
+                f"({batches} batches)"
+            )
+        s_rate, p_rate, r_rate = s_rows / s_wall, p_rows / p_wall, r_rows / r_wall
+        print(f"  ratio sparklog / Parquet file stream = {s_rate / p_rate:.2f}x (target >= 1.0x)")
+        print(f"  ratio sparklog / rate source         = {s_rate / r_rate:.2f}x")
+        if s_rows != n:
+            print(f"  WARNING: sparklog read {s_rows} rows, expected {n}")
+
+        lat = latency(spark, bootstrap, producer, args.rate, args.latency_seconds, work)
+        floor = empty_batch_floor(spark, work)
+        p50, p99 = lat
+        print()
+        print(f"latency at {args.rate} records/s, default trigger (produce -> foreachBatch)")
+        print(f"  sparklog p50 {p50:7.1f} ms   p99 {p99:7.1f} ms")
+        print(f"  1-row micro-batch floor (rate-micro-batch, median) {floor:7.1f} ms")
+        print(f"  ratio p50 / floor = {p50 / floor:.2f}x (target <= 1.5x)")
+        producer.close()
+        spark.stop()
+        return 0
+    finally:
+        cluster.stop()
+
+
+def latency(spark, bootstrap, producer, rate, seconds, work):  # noqa: ANN001, ANN201
+    """Produce-to-foreachBatch latency: each value carries its produce time (ns)."""
+    seen: list[float] = []
+
+    def on_batch(batch_df, batch_id):  # noqa: ANN001
+        now = time.time_ns()
+        for row in batch_df.select("value").collect():
+            seen.append((now - int(bytes(row.value))) / 1e6)
+
+    df = (
+        spark.readStream.format("sparklog")
+        .option("bootstrap.servers", bootstrap)
+        .option("subscribe", "latency")
+        .load()
+    )
+    q = (
+        df.writeStream.foreachBatch(on_batch)
+        .option("checkpointLocation", os.path.join(work, "c-latency"))
+        .start()
+    )
+    time.sleep(5)  # let the query start and settle on "latest"
+    stop = threading.Event()
+
+    def produce_loop() -> None:
+        interval = 1.0 / rate
+        next_t = time.monotonic()
+        while not stop.is_set():
+            producer.produce("latency", value=str(time.time_ns()).encode())
+            next_t += interval
+            delay = next_t - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+
+    seen_before = len(seen)
+    t = threading.Thread(target=produce_loop, daemon=True)
+    t.start()
+    time.sleep(seconds)
+    stop.set()
+    t.join()
+    producer.flush(30)
+    time.sleep(2)
+    q.stop()
+    samples = sorted(seen[seen_before:])
+    if not samples:
+        return float("nan"), float("nan")
+    return statistics.median(samples), samples[min(len(samples) - 1, int(len(samples) * 0.99))]
+
+
+def empty_batch_floor(spark, work) -> float:  # noqa: ANN001
+    df = spark.readStream.format("rate-micro-batch").option("rowsPerBatch", "1").load()
+    q = (
+        df.writeStream.foreachBatch(lambda d, i: None)
+        .option("checkpointLocation", os.path.join(work, "c-floor"))
+        .trigger(processingTime="0 seconds")
+        .start()
+    )
+    time.sleep(12)
+    q.stop()
+    durations = [p["durationMs"]["triggerExecution"] for p in q.recentProgress[3:]]
+    return statistics.median(durations) if durations else float("nan")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,35 @@
+"""Child process of the SIGKILL restart test: runs the streaming query until it is killed.
+
+Usage: python spark_restart_child.py BOOTSTRAP TOPIC OUTPUT_DIR CHECKPOINT_DIR
+"""
+
+import sys
+import time
+
+from conftest import make_spark_session
+
+bootstrap, topic, out_dir, ckpt = sys.argv[1:5]
+spark = make_spark_session("sparklog-kill-child")
+spark.sparkContext.setLogLevel("ERROR")
+df = (
+    spark.readStream.format("sparklog")
+    .option("bootstrap.servers", bootstrap)
+    .option("subscribe", topic)
+    .option("startingOffsets", "earliest")
+    .option("maxOffsetsPerTrigger", "10")
+    .load()
+    .selectExpr("CAST(value AS STRING) AS v", "partition", "offset")
+)
+q = (
+    df.writeStream.format("parquet")
+    .option("path", out_dir)
+    .option("checkpointLocation", ckpt)
+    .trigger(processingTime="0 seconds")
+    .start()
+)
+print("started", flush=True)
+while True:  # the parent SIGKILLs the whole process group
+    time.sleep(0.5)
+    p = q.lastProgress
+    if p is not None:
+        print("batch", p["batchId"], flush=True)

@@ -390,8 +390,7 @@ class PartitionLog:
         start = self._segments[0].base_offset if log_start_offset is None else log_start_offset
         start = max(start, self._segments[0].base_offset)
         self._log_start_offset = min(start, self._leo)
-        self._recovery_point = min(recovery_point, self._leo) if clean or first_unflushed else min(
-            recovery_point, self._leo)
+        self._recovery_point = min(recovery_point, self._leo)
         self._epochs.truncate_from_end(self._leo)
         self._epochs.truncate_from_start(self._log_start_offset)
         self._rebuild_producer_state()

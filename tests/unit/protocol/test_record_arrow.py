@@ -19,6 +19,13 @@ from sparklog.protocol.records import (
 )
 
 
+@pytest.fixture(autouse=True, params=["vectorised", "small-input"])
+def path(request, monkeypatch):
+    """Every test runs through both the vectorised path and the small-input fallback."""
+    monkeypatch.setattr(ra, "SMALL_INPUT_ROWS", 0 if request.param == "vectorised" else 1 << 30)
+    return request.param
+
+
 def rows_of(rb: pa.RecordBatch):
     return list(zip(
         rb.column("offset").to_pylist(), rb.column("timestamp").to_pylist(),

@@ -47,15 +47,23 @@ def _decoders():
     except ImportError:  # pragma: no cover
         return out
 
-    def arrow(raw):
-        t = record_arrow.decode_batches_to_arrow(raw, allow_partial_tail=False)
-        return list(zip(t.column("offset").to_pylist(), t.column("key").to_pylist(),
-                        t.column("value").to_pylist(),
-                        [[(h["key"], h["value"]) for h in hs]
-                         for hs in t.column("headers").to_pylist()],
-                        t.column("timestamp").to_pylist(), strict=True))
+    def arrow_with(threshold):
+        def arrow(raw):
+            saved = record_arrow.SMALL_INPUT_ROWS
+            record_arrow.SMALL_INPUT_ROWS = threshold
+            try:
+                t = record_arrow.decode_batches_to_arrow(raw, allow_partial_tail=False)
+            finally:
+                record_arrow.SMALL_INPUT_ROWS = saved
+            return list(zip(t.column("offset").to_pylist(), t.column("key").to_pylist(),
+                            t.column("value").to_pylist(),
+                            [[(h["key"], h["value"]) for h in hs]
+                             for hs in t.column("headers").to_pylist()],
+                            t.column("timestamp").to_pylist(), strict=True))
+        return arrow
 
-    out.append(("arrow", arrow))
+    out.append(("arrow", arrow_with(0)))  # always the vectorised path
+    out.append(("arrow-small", arrow_with(1 << 30)))  # always the small-input path
     return out
 
 
@@ -100,7 +108,7 @@ def test_garbage_with_valid_crc_is_typed(codec, name, decode):
     """An adversarial batch (valid CRC over garbage) must still fail typed, not crash."""
     raw = encode_batch(records(30, seed=7), compression=codec)
     rng = random.Random(99)
-    for pos in _positions(len(raw), 600, seed=3):
+    for pos in _positions(len(raw), 300, seed=3):
         if pos < 21:
             continue
         bad = bytearray(raw)

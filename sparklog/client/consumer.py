@@ -518,19 +518,26 @@ class Consumer:
         except concurrent.futures.CancelledError:
             self._fetch_future = None
             return
+        except (KafkaConnectionError, KafkaTimeoutError) as e:
+            log.debug("fetch failed, retrying: %s", e)
+        except KafkaError as e:
+            if not e.retriable:
+                raise
+            log.debug("fetch failed, retrying: %s", e)
         finally:
             if fut.done():
                 self._fetch_future = None
-        # errors surface from fut.result() above
 
     async def _fetch_round(self) -> None:
         """One Fetch per leader for every fetchable partition without buffered records."""
-        tps = [tp for tp, st in self._assignment.items()
-               if not st.paused and not st.records]
+        # the caller's thread may rebalance meanwhile: work on a snapshot
+        assignment = dict(self._assignment)
+        tps = [tp for tp, st in assignment.items() if not st.paused and not st.records]
         if not tps:
             await asyncio.sleep(0.01)
             return
-        await self._init_positions([tp for tp in tps if self._assignment[tp].fetch_offset is None])
+        await self._init_positions([tp for tp in tps if assignment[tp].fetch_offset is None])
+        tps = [tp for tp in tps if assignment[tp].fetch_offset is not None]
         by_leader: dict[int, list[TopicPartition]] = {}
         for tp in tps:
             leader = self._client.metadata.leader_for(tp)
@@ -550,7 +557,9 @@ class Consumer:
         await asyncio.gather(*(self._fetch_leader(node, ps) for node, ps in by_leader.items()))
 
     async def _fetch_leader(self, node: int, tps: list[TopicPartition]) -> None:
-        offsets = {tp: self._assignment[tp].fetch_offset for tp in tps}
+        states = {tp: self._assignment.get(tp) for tp in tps}
+        tps = [tp for tp in tps if states[tp] is not None]
+        offsets = {tp: states[tp].fetch_offset for tp in tps}  # type: ignore[union-attr]
         topics: dict[str, list] = {}
         for tp in tps:
             topics.setdefault(tp.topic, []).append(FetchRequest.FetchPartition(
@@ -573,7 +582,7 @@ class Consumer:
             for p in t.partitions:
                 tp = TopicPartition(t.topic, p.partition_index)
                 st = self._assignment.get(tp)
-                if st is None or st.fetch_offset != offsets.get(tp):
+                if st is None or st is not states.get(tp) or st.fetch_offset != offsets.get(tp):
                     continue  # reassigned or seeked meanwhile
                 await self._handle_partition(tp, st, p)
 
@@ -607,7 +616,8 @@ class Consumer:
 
     async def _init_positions(self, tps: list[TopicPartition], use_committed: bool = True) -> None:
         """Committed offset (group) else auto.offset.reset, for partitions without one."""
-        tps = [tp for tp in tps if tp in self._assignment]
+        states = {tp: self._assignment.get(tp) for tp in tps}
+        tps = [tp for tp in tps if states[tp] is not None]
         if not tps:
             return
         committed: dict[TopicPartition, int] = {}
@@ -617,7 +627,8 @@ class Consumer:
         reset: dict[TopicPartition, int] = {}
         for tp in tps:
             off = committed.get(tp, -1)
-            st = self._assignment[tp]
+            st = states[tp]
+            assert st is not None
             if off is not None and off >= 0:
                 st.position = st.fetch_offset = off
             else:
@@ -629,8 +640,8 @@ class Consumer:
         if reset:
             res = await list_offsets(self._client, reset, self.isolation_level)
             for tp, (off, _ts) in res.items():
-                st = self._assignment.get(tp)
-                if st is not None:
+                st = states.get(tp)
+                if st is not None and st.fetch_offset is None:
                     st.position = st.fetch_offset = off
 
     def _maybe_auto_commit(self, force: bool = False) -> None:

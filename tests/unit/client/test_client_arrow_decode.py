@@ -1,0 +1,67 @@
+"""The consumer's view of fetched bytes: offset ranges, markers, aborted transactions."""
+
+import pyarrow as pa
+import pytest
+
+from sparklog.client.arrow_decode import FETCH_SCHEMA, batch_sizes, decode_fetched
+from sparklog.protocol.errors import CorruptRecordError
+from sparklog.protocol.records import Record, encode_batch, encode_control_batch
+
+
+def _batch(base, values, **kw):
+    return encode_batch([Record(value=v, key=b"k") for v in values], base_offset=base,
+                        now_ms=1000, **kw)
+
+
+def _log():
+    # 0-2 plain, 3-4 txn of pid 7 (aborted), 5 ABORT marker, 6-7 txn of pid 8, 8 COMMIT, 9 plain
+    return b"".join([
+        _batch(0, [b"a", b"b", b"c"]),
+        _batch(3, [b"x1", b"x2"], producer_id=7, producer_epoch=0, base_sequence=0,
+               is_transactional=True),
+        encode_control_batch(False, producer_id=7, producer_epoch=0, base_offset=5),
+        _batch(6, [b"t1", b"t2"], producer_id=8, producer_epoch=0, base_sequence=0,
+               is_transactional=True),
+        encode_control_batch(True, producer_id=8, producer_epoch=0, base_offset=8),
+        _batch(9, [b"z"]),
+    ])
+
+
+def test_read_uncommitted_skips_markers_only():
+    d = decode_fetched(_log(), topic="t", partition=2, start_offset=0)
+    assert d.batch.schema == FETCH_SCHEMA
+    assert d.batch.column("offset").to_pylist() == [0, 1, 2, 3, 4, 6, 7, 9]
+    assert d.batch.column("value").to_pylist()[3:5] == [b"x1", b"x2"]
+    assert set(d.batch.column("topic").to_pylist()) == {"t"}
+    assert set(d.batch.column("partition").to_pylist()) == {2}
+    assert d.batch.column("timestamp").type == pa.timestamp("ms")
+    assert d.next_offset == 10
+
+
+def test_read_committed_drops_aborted_transaction():
+    d = decode_fetched(_log(), topic="t", partition=0, start_offset=0, read_committed=True,
+                       aborted=[(7, 3)])
+    assert d.batch.column("value").to_pylist() == [b"a", b"b", b"c", b"t1", b"t2", b"z"]
+
+
+def test_range_partial_tail_and_only_markers():
+    raw = _log()
+    d = decode_fetched(raw, topic="t", partition=0, start_offset=1, end_offset=7,
+                       include_headers=False)
+    assert d.batch.column("offset").to_pylist() == [1, 2, 3, 4, 6]
+    assert "headers" not in d.batch.schema.names
+    assert d.next_offset == 7
+    cut = decode_fetched(raw[:-5], topic="t", partition=0, start_offset=0)
+    assert cut.batch.column("offset").to_pylist()[-1] == 7 and cut.next_offset == 9
+    markers = decode_fetched(encode_control_batch(True, producer_id=1, producer_epoch=0,
+                                                  base_offset=40),
+                             topic="t", partition=0, start_offset=40)
+    assert markers.batch.num_rows == 0 and markers.next_offset == 41
+    assert [n for _, n, _ in batch_sizes(raw)] == [3, 5, 6, 8, 9, 10]
+
+
+def test_corrupt_bytes_raise():
+    raw = bytearray(_log())
+    raw[80] ^= 0x55
+    with pytest.raises(CorruptRecordError):
+        decode_fetched(bytes(raw), topic="t", partition=0, start_offset=0)

@@ -226,3 +226,38 @@ def test_produce_to_missing_partition_and_failed_delivery_surface(cluster, admin
         p.produce_arrow(topic, pa.array([b"x" * 2_000_000]))
         with pytest.raises(DeliveryError):
             p.flush(30)
+
+
+def test_send_futures_interceptors_and_sticky_null_keys(cluster, admin):
+    from sparklog.client import ProducerInterceptor
+
+    topic = _topic("icpt")
+    admin.create_topics([NewTopic(topic, 4)])
+
+    class Stamp(ProducerInterceptor):
+        def __init__(self):
+            self.sent, self.acked = 0, []
+
+        def on_send(self, topic, partition, key, value, headers):
+            self.sent += 1
+            return key, value + b"!", (headers or []) + [("icpt", b"1")]
+
+        def on_acknowledgement(self, metadata, error):
+            self.acked.append((metadata.offset if metadata else None, error))
+
+    ic = Stamp()
+    with Producer({"bootstrap.servers": cluster.bootstrap_servers, "interceptors": [ic],
+                   "linger.ms": 50}) as p:
+        futs = [p.send(topic, f"v{i}".encode(), timestamp=1_600_000_000_000 + i)
+                for i in range(50)]
+        mds = [f.result(30) for f in futs]
+    assert ic.sent == 50 and len(ic.acked) == 50 and all(e is None for _, e in ic.acked)
+    # null keys stick to one partition per batch (KIP-480): all 50 fit one batch
+    assert len({md.partition for md in mds}) == 1
+    assert [md.offset for md in mds] == list(range(50))
+    assert [md.timestamp for md in mds] == [1_600_000_000_000 + i for i in range(50)]
+    c = Consumer({"bootstrap.servers": cluster.bootstrap_servers})
+    b = c.fetch_arrow(TopicPartition(topic, mds[0].partition), 0)
+    c.close()
+    assert b.column("value").to_pylist()[:2] == [b"v0!", b"v1!"]
+    assert b.column("headers").to_pylist()[0] == [{"key": "icpt", "value": b"1"}]

@@ -92,6 +92,7 @@ class Member:
     bootstrap: str
     group: str
     topic: str
+    instance: str | None = None  # group.instance.id (static membership)
     throttle: threading.Event = field(default_factory=threading.Event)
     records: list[tuple[int, int, bytes, bytes]] = field(default_factory=list)
     assignments: list[set[int]] = field(default_factory=list)
@@ -139,6 +140,7 @@ class ConfluentMember(Member):
             "enable.auto.commit": False, "fetch.queue.backoff.ms": 1,
             "session.timeout.ms": 10000, "heartbeat.interval.ms": 300,
             "max.poll.interval.ms": 30000, "fetch.message.max.bytes": 1024,
+            **({"group.instance.id": self.instance} if self.instance else {}),
         })
 
         def on_assign(consumer: Any, parts: list[Any]) -> None:
@@ -178,7 +180,7 @@ class KafkaPythonMember(Member):
             bootstrap_servers=self.bootstrap, group_id=self.group, client_id=self.name,
             auto_offset_reset="earliest", enable_auto_commit=False, max_poll_records=50,
             session_timeout_ms=10000, heartbeat_interval_ms=300, max_poll_interval_ms=30000,
-            max_partition_fetch_bytes=1024,
+            max_partition_fetch_bytes=1024, group_instance_id=self.instance,
         )
         member = self
 

@@ -71,6 +71,9 @@ def test_join_sync_heartbeat_commit_leave_each_version(wire_cluster: EmbeddedClu
         assignments=[g.SyncGroupRequest.SyncGroupRequestAssignment(member_id=mid,
                                                                     assignment=b"ASSIGN")]))
     assert (s.error_code, s.assignment) == (E.NONE, b"ASSIGN")
+    if version >= 5:
+        d = w.call(ApiKey.DESCRIBE_GROUPS, 4, g.DescribeGroupsRequest(groups=[group]))
+        assert [(m.member_id, m.group_instance_id) for m in d.groups[0].members] == [(mid, "inst")]
 
     hv = min(version, 3)
     inst = "inst" if hv >= 3 and version >= 5 else None
@@ -179,7 +182,7 @@ def test_admin_apis_on_the_wire(wire_cluster: EmbeddedCluster, kafka_wire: Any) 
         group_id="wire-admin", generation_id=1, member_id=r.member_id,
         assignments=[g.SyncGroupRequest.SyncGroupRequestAssignment(member_id=r.member_id,
                                                                     assignment=b"A")]))
-    for v in range(4):
+    for v in range(6):
         d = w.call(ApiKey.DESCRIBE_GROUPS, v, g.DescribeGroupsRequest(
             groups=["wire-admin", "missing"], include_authorized_operations=v >= 3))
         live, missing = d.groups
@@ -191,6 +194,8 @@ def test_admin_apis_on_the_wire(wire_cluster: EmbeddedCluster, kafka_wire: Any) 
         assert (missing.error_code, missing.group_state, missing.members) == (E.NONE, "Dead", [])
         if v >= 3:
             assert live.authorized_operations == INT32_MIN
+        if v >= 4:
+            assert m.group_instance_id is None
     for v in range(5):
         lg = w.call(ApiKey.LIST_GROUPS, v, g.ListGroupsRequest(
             states_filter=["Stable"] if v >= 4 else []))

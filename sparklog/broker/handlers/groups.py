@@ -235,7 +235,8 @@ async def handle_list_groups(ctx: RequestContext, request: Any) -> Any:
         for g, pt, st in gc.list_groups(states)])
 
 
-@register(ApiKey.DESCRIBE_GROUPS, 0, 3)
+# v4 adds members' group.instance.id (static membership), v5 is flexible.
+@register(ApiKey.DESCRIBE_GROUPS, 0, 5)
 async def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
     cls = _resp(ApiKey.DESCRIBE_GROUPS)
     DG, DM = cls.DescribedGroup, cls.DescribedGroupMember

@@ -1,0 +1,133 @@
+"""Static membership (KIP-345, group.instance.id) with real clients: a static member that
+restarts within its session gets its old partitions back without a rebalance, so the other
+member never sees its assignment revoked."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import confluent_kafka as ck
+import pytest
+from confluent_kafka.admin import AdminClient
+from groups_helpers import (
+    GROUP_BROKER_CONFIG,
+    KafkaPythonMember,
+    create_topic,
+    produce,
+    wait_for,
+)
+
+from sparklog.cluster.embedded import EmbeddedCluster
+
+PARTITIONS = 4
+
+
+@pytest.fixture(scope="module")
+def static_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
+    c = EmbeddedCluster(tmp_path_factory.mktemp("static"), config=GROUP_BROKER_CONFIG).start()
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+class StaticConfluent:
+    def __init__(self, bs: str, group: str, topic: str, instance: str) -> None:
+        self.assignments: list[set[int]] = []
+        self.c = ck.Consumer({
+            "bootstrap.servers": bs, "group.id": group, "group.instance.id": instance,
+            "client.id": instance, "auto.offset.reset": "earliest", "enable.auto.commit": False,
+            "session.timeout.ms": 20000, "heartbeat.interval.ms": 300,
+            "fetch.queue.backoff.ms": 1,
+        })
+        self.c.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
+
+    def _on_assign(self, consumer: Any, parts: list[Any]) -> None:
+        self.assignments.append({p.partition for p in parts})
+
+    def _on_revoke(self, consumer: Any, parts: list[Any]) -> None:
+        self.assignments.append(set())
+
+    def poll(self) -> None:
+        self.c.poll(0.05)
+
+
+def drive(members: list[Any], cond: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for m in members:
+            m.poll()
+        if cond():
+            return
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def describe(bs: str, group: str) -> Any:
+    admin = AdminClient({"bootstrap.servers": bs})  # must outlive the future
+    return admin.describe_consumer_groups([group])[group].result(timeout=30)
+
+
+def test_confluent_static_member_restart_keeps_assignment(static_cluster: EmbeddedCluster) -> None:
+    bs = static_cluster.bootstrap_servers
+    topic, group = "static-ck", "static-ck-group"
+    create_topic(bs, topic, PARTITIONS)
+    produce(bs, topic, 200)
+    a = StaticConfluent(bs, group, topic, "inst-a")
+    b = StaticConfluent(bs, group, topic, "inst-b")
+    drive([a, b], lambda: a.assignments and b.assignments and a.assignments[-1]
+          and b.assignments[-1]
+          and a.assignments[-1] | b.assignments[-1] == set(range(PARTITIONS)), 60,
+          "both static members assigned")
+    before = describe(bs, group)
+    a_parts, b_history = a.assignments[-1], list(b.assignments)
+    old_member = next(m.member_id for m in before.members if m.group_instance_id == "inst-a")
+
+    a.c.close()  # a static member does not leave the group on close
+    a2 = StaticConfluent(bs, group, topic, "inst-a")
+    drive([a2, b], lambda: bool(a2.assignments and a2.assignments[-1]), 30, "a2's assignment")
+    time.sleep(1.0)
+    for _ in range(10):
+        b.poll()
+    assert a2.assignments[-1] == a_parts
+    assert b.assignments == b_history, "the other member was never rebalanced"
+    after = describe(bs, group)
+    assert after.state == ck.ConsumerGroupState.STABLE
+    ids = {m.group_instance_id: m.member_id for m in after.members}
+    assert set(ids) == {"inst-a", "inst-b"} and ids["inst-a"] != old_member
+    a2.c.close()
+    b.c.close()
+
+
+def test_kafka_python_static_member_restart_keeps_assignment(static_cluster: EmbeddedCluster) -> None:
+    bs = static_cluster.bootstrap_servers
+    topic, group = "static-kp", "static-kp-group"
+    create_topic(bs, topic, PARTITIONS)
+    produce(bs, topic, 200)
+    a = KafkaPythonMember("kp-a", bs, group, topic, instance="kp-a").start()
+    b = KafkaPythonMember("kp-b", bs, group, topic, instance="kp-b").start()
+    a2 = None
+    try:
+        wait_for(lambda: a.assigned and b.assigned
+                 and a.assigned | b.assigned == set(range(PARTITIONS)), 60,
+                 "both static members assigned")
+        time.sleep(1.0)  # settled: no further rebalances
+        a_parts, b_history = a.assigned, list(b.assignments)
+        before = describe(bs, group)
+        a.stop()  # closes without leaving: a static member keeps its place
+        a2 = KafkaPythonMember("kp-a2", bs, group, topic, instance="kp-a").start()
+        wait_for(lambda: bool(a2.assigned), 30, "a2's assignment")
+        time.sleep(1.0)
+        assert a2.assigned == a_parts
+        assert b.assignments == b_history, "the other member was never rebalanced"
+        after = describe(bs, group)
+        assert after.state == ck.ConsumerGroupState.STABLE
+        ids = {m.group_instance_id: m.member_id for m in after.members}
+        old = {m.group_instance_id: m.member_id for m in before.members}
+        assert set(ids) == {"kp-a", "kp-b"}
+        assert ids["kp-a"] != old["kp-a"] and ids["kp-b"] == old["kp-b"]
+    finally:
+        for m in (a2, b):
+            if m is not None:
+                m.stop()

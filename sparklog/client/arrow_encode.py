@@ -80,11 +80,21 @@ def binary_parts(arr: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray | No
 
 
 def _zigzag(v: np.ndarray) -> np.ndarray:
-    v = v.astype(np.int64)
-    return ((v << 1) ^ (v >> 63)).view(np.uint64)
+    v = np.asarray(v, dtype=np.int64)
+    r = v << 1
+    r ^= v >> 63
+    return r.view(np.uint64)
 
 
 def _vsize(u: np.ndarray) -> np.ndarray:
+    """Varint byte counts; the common all-small cases skip the general search."""
+    if len(u) == 0:
+        return np.zeros(0, np.int64)
+    top = int(u.max())
+    if top < 1 << 7:
+        return np.ones(len(u), np.int64)
+    if top < 1 << 14:
+        return (u >= (1 << 7)).astype(np.int64) + 1
     return 1 + np.searchsorted(_VARINT_LIMITS, u, side="right").astype(np.int64)
 
 
@@ -176,15 +186,35 @@ def _uniform_runs(n: int, bid: np.ndarray, *arrs: np.ndarray) -> list[tuple[int,
 
 
 def _write_run(out: np.ndarray, start: int, a: int, b: int, reclen: int, fields: list) -> None:
-    """Write records a..b (same layout, contiguous from ``start``) through one 2-D view:
-    one column store per varint byte, one block copy per key/value."""
+    """Write records a..b (same layout, contiguous from ``start``) through one 2-D view.
+    Consecutive varint fields are first assembled in a small contiguous matrix (cache
+    friendly) and stored with one strided copy; keys/values are one block copy each."""
     cnt = b - a
     m = out[start:start + cnt * reclen].reshape(cnt, reclen)
     col = 0
+    pending: list[tuple[int, np.ndarray | int, int]] = []  # (width, bytes or column, ...)
+
+    def flush(col_end: int) -> None:
+        if not pending:
+            return
+        width = sum(w for w, _v, _k in pending)
+        tmp = np.empty((cnt, width), np.uint8)
+        c = 0
+        for w, v, kind in pending:
+            if kind == 0:  # constant bytes, broadcast
+                tmp[:, c:c + w] = v
+            else:  # per-record varint bytes: one column per byte
+                for k in range(w):
+                    tmp[:, c + k] = v[k]  # type: ignore[index]
+            c += w
+        m[:, col_end - width:col_end] = tmp
+        pending.clear()
+
     for u, size, src in fields:
         if src is not None:  # raw bytes: size is the per-record length array
             ln = int(size[a])
             if ln:
+                flush(col)
                 offs, data = src
                 s0 = int(offs[a])
                 m[:, col:col + ln] = data[s0:s0 + ln * cnt].reshape(cnt, ln)
@@ -192,7 +222,7 @@ def _write_run(out: np.ndarray, start: int, a: int, b: int, reclen: int, fields:
             continue
         sz = int(size[a]) if isinstance(size, np.ndarray) else size
         if u is None:  # the attributes byte
-            m[:, col] = 0
+            pending.append((1, np.zeros(1, np.uint8), 0))
             col += 1
             continue
         uu = u[a:b]
@@ -201,14 +231,17 @@ def _write_run(out: np.ndarray, start: int, a: int, b: int, reclen: int, fields:
             v, bs = first, bytearray()
             for k in range(sz):
                 bs.append(((v >> (7 * k)) & 0x7F) | (0x80 if k + 1 < sz else 0))
-            m[:, col:col + sz] = np.frombuffer(bytes(bs), np.uint8)
+            pending.append((sz, np.frombuffer(bytes(bs), np.uint8), 0))
         else:
+            cols = []
             for k in range(sz):
                 byte = ((uu >> np.uint64(7 * k)) & np.uint64(0x7F)).astype(np.uint8)
                 if k + 1 < sz:
                     byte |= np.uint8(0x80)
-                m[:, col + k] = byte
+                cols.append(byte)
+            pending.append((sz, cols, 1))  # type: ignore[arg-type]
         col += sz
+    flush(col)
 
 
 def _header_parts(headers: pa.Array, lo: int, hi: int):

@@ -23,6 +23,7 @@ import asyncio
 import logging
 import socket
 import struct
+import types
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -39,6 +40,29 @@ _STAGING_BYTES = 256 * 1024
 # copied out of the staging buffer (one small copy beats one allocation per frame).
 _DIRECT_FRAME_BYTES = 32 * 1024
 _MAX_QUEUED_BYTES = 128 * 1024 * 1024
+
+
+@types.coroutine
+def _resume(coro: Any, first: Any) -> Any:
+    """Continue a coroutine that was started by hand (``coro.send(None)`` yielded ``first``)
+    inside a Task: the Task drives this generator exactly as it would drive ``coro``."""
+    value = first
+    while True:
+        try:
+            sent = yield value
+        except GeneratorExit:
+            coro.close()
+            raise
+        except BaseException as exc:  # cancellation and errors go to the coroutine
+            try:
+                value = coro.throw(exc)
+            except StopIteration as stop:
+                return stop.value
+            continue
+        try:
+            value = coro.send(sent)
+        except StopIteration as stop:
+            return stop.value
 
 
 class CloseConnection(Exception):  # noqa: N818 - a signal, not an error condition
@@ -208,9 +232,81 @@ class Connection(asyncio.BufferedProtocol):
             self._reading_paused = True
             self.transport.pause_reading()
         if self._worker is None:
-            self._worker = asyncio.get_running_loop().create_task(self._work())
+            if len(self._queue) == 1 and not self.closed:
+                self._run_inline()
+            else:
+                self._worker = asyncio.get_running_loop().create_task(self._work())
 
     # -- processing ---------------------------------------------------------------------
+
+    def _run_inline(self) -> None:
+        """Process the only queued frame right here, without a Task, while it does not need
+        to wait (most requests never do). A request that suspends (long poll, acks=all wait,
+        sendfile, a paused transport) continues in a worker task, and frames arriving
+        meanwhile queue behind it, so response order is unchanged."""
+        frame = self._queue.popleft()
+        self._queued_bytes -= len(frame)
+        coro = self.server.process(self, frame)
+        try:
+            first = coro.send(None)
+        except StopIteration as stop:
+            chunks = stop.value
+            if chunks is None or self.closed:
+                return
+            if self._write_ready is None or self._write_ready.done():
+                if all(isinstance(c, bytes | bytearray | memoryview) for c in chunks):
+                    self._write_bytes(chunks)
+                    return
+            self._worker = asyncio.get_running_loop().create_task(self._finish(None, chunks))
+            return
+        except CloseConnection:
+            self.close()
+            return
+        except Exception:
+            log.exception("connection %s from %s: unexpected error; closing it",
+                          self.connection_id, self.client_host)
+            self.close()
+            return
+        self._worker = asyncio.get_running_loop().create_task(self._finish(_resume(coro, first), None))
+
+    async def _finish(self, pending: Any, chunks: list[Any] | None) -> None:
+        """Complete an inline request that had to wait, then serve the queue."""
+        try:
+            if pending is not None:
+                try:
+                    chunks = await pending
+                except CloseConnection:
+                    self.close()
+                    return
+            if chunks is not None and not self.closed:
+                await self._write(chunks)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("connection %s from %s: unexpected error; closing it",
+                          self.connection_id, self.client_host)
+            self.close()
+            return
+        finally:
+            self._worker = None
+        if self._queue and not self.closed:
+            self._worker = asyncio.get_running_loop().create_task(self._work())
+        elif self._eof and not self.closed:
+            self.close()
+
+    def _write_bytes(self, chunks: list[Any]) -> None:
+        transport = self.transport
+        assert transport is not None
+        total = sum(len(c) for c in chunks)
+        if len(chunks) == 1 and total < 65536:
+            transport.write(_SIZE.pack(total) + chunks[0])
+        else:
+            transport.write(_SIZE.pack(total))
+            for c in chunks:
+                transport.write(c)
+        self.last_active = self.server.now()
+        if self._eof and not self._queue and self._worker is None:
+            self.close()
 
     async def _work(self) -> None:
         process = self.server.process

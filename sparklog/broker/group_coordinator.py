@@ -986,6 +986,35 @@ class GroupCoordinator:
         self._maybe_forget(g)
         return ErrorCode.NONE
 
+    def remove_topic_offsets(self, topics: Iterable[str]) -> int:
+        """Forget committed offsets of deleted topics (tombstoned, as Kafka does), so a
+        topic re-created under the same name does not inherit stale positions."""
+        self.ensure_loaded()
+        gone = set(topics)
+        total = 0
+        now = self.clock.now_ms()
+        for g in list(self.groups.values()):
+            dead = [tp for tp in g.offsets if tp[0] in gone]
+            if not dead:
+                continue
+            drop_group = (g.is_(GroupState.EMPTY) and not g.members
+                          and len(dead) == len(g.offsets))
+            try:
+                if self.store is not None:
+                    self.store.delete_offsets(g.group_id, dead, now, delete_group=drop_group)
+            except Exception:  # noqa: BLE001 - retried implicitly by the next deletion/expiry
+                log.exception("group %s: writing tombstones for deleted topics failed",
+                              g.group_id)
+                continue
+            for tp in dead:
+                del g.offsets[tp]
+            total += len(dead)
+            if drop_group:
+                self._drop_group(g)
+        if total:
+            log.info("removed %d committed offsets of deleted topics %s", total, sorted(gone))
+        return total
+
     # ------------------------------------------------------------------ retention
 
     def _schedule_retention(self) -> None:
@@ -1102,4 +1131,15 @@ def create_group_coordinator(broker: Any) -> GroupCoordinator:
     # An existing topic keeps its partition count even if the config changed since.
     partitions = len(info.partitions) if info is not None else cfg.offsets_topic_num_partitions
     store = GroupStore(PartitionLogRecordLog(existing_log, append), partitions)
-    return GroupCoordinator(cfg, store)
+    gc = GroupCoordinator(cfg, store)
+
+    def on_metadata(records: list[dict[str, Any]]) -> None:
+        deleted = [r["name"] for r in records
+                   if r.get("type") == "remove_topic" and r.get("name") != OFFSETS_TOPIC]
+        if deleted and not gc._closed and broker.group_coordinator is gc:
+            gc.remove_topic_offsets(deleted)
+
+    add_listener = getattr(broker.controller, "add_listener", None)
+    if add_listener is not None:
+        add_listener(on_metadata)
+    return gc

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import confluent_kafka as ck
+from confluent_kafka import ConsumerGroupTopicPartitions
 from confluent_kafka.admin import AdminClient
 from groups_helpers import GROUP_BROKER_CONFIG, create_topic, produce
 
@@ -199,5 +200,34 @@ def test_deleted_group_stays_deleted_after_restart(tmp_path: Path) -> None:
 
         offs = committed_by_each_client(c2.bootstrap_servers, "doomed", "del-topic")
         assert offs["confluent"] == {0: -1001, 1: -1001, 2: -1001}
+    finally:
+        c2.stop()
+
+
+def test_deleting_a_topic_drops_its_committed_offsets(tmp_path: Path) -> None:
+    data, port = tmp_path / "data", free_port()
+    c1 = EmbeddedCluster(data, port=port, config=GROUP_BROKER_CONFIG).start()
+    try:
+        bs = c1.bootstrap_servers
+        create_topic(bs, "t-doomed", PARTITIONS)
+        create_topic(bs, "t-kept", PARTITIONS)
+        alter_standalone(bs, "g-topics", "t-doomed", {0: 10, 1: 11})
+        alter_standalone(bs, "g-topics", "t-kept", {2: 12})
+        admin = AdminClient({"bootstrap.servers": bs})
+        admin.delete_topics(["t-doomed"])["t-doomed"].result(timeout=30)
+        offs = admin.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions("g-topics")])["g-topics"].result(timeout=30)
+        assert [(tp.topic, tp.partition, tp.offset) for tp in offs.topic_partitions] == [
+            ("t-kept", 2, 12)]
+    finally:
+        c1.stop()
+    c2 = EmbeddedCluster(data, port=port, config=GROUP_BROKER_CONFIG).start()
+    try:
+        bs = c2.bootstrap_servers
+        create_topic(bs, "t-doomed", PARTITIONS)  # same name, new topic: no inherited offsets
+        assert committed_by_each_client(bs, "g-topics", "t-doomed")["confluent"] == {
+            0: -1001, 1: -1001, 2: -1001}
+        assert committed_by_each_client(bs, "g-topics", "t-kept")["confluent"] == {
+            0: -1001, 1: -1001, 2: 12}
     finally:
         c2.stop()

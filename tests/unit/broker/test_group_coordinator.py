@@ -529,3 +529,25 @@ def test_members_joining_together_share_generation_one(delay: int) -> None:
         assert {m.member_id for m in leader.members} == {r.member_id for r in results}
 
     run(main())
+
+
+def test_deleted_topics_lose_their_offsets() -> None:
+    async def main() -> None:
+        store = GroupStore(MemoryRecordLog(), 5)
+        gc, clock = make(store=store)
+        gc.commit_offsets("solo", -1, "", None, {("gone", 0): OffsetAndMetadata(1)})
+        gc.commit_offsets("mixed", -1, "", None, {("gone", 1): OffsetAndMetadata(2),
+                                                  ("kept", 0): OffsetAndMetadata(3)})
+        m1 = await single_stable(gc, clock)
+        gc.commit_offsets("g", 1, m1, None, {("gone", 0): OffsetAndMetadata(4)})
+        assert gc.remove_topic_offsets(["gone"]) == 3
+        assert "solo" not in gc.groups  # nothing left: the group is gone too
+        assert gc.fetch_offsets("mixed", None)[1] == {("kept", 0): OffsetAndMetadata(
+            3, commit_timestamp=clock.now)}
+        assert gc.groups["g"].state is GroupState.STABLE and gc.fetch_offsets("g", None)[1] == {}
+        gc2, _ = make(store=store, clock=clock)
+        gc2.load()
+        assert set(gc2.groups) == {"mixed", "g"}
+        assert list(gc2.fetch_offsets("mixed", None)[1]) == [("kept", 0)]
+
+    run(main())

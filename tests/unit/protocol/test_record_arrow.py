@@ -131,3 +131,14 @@ def test_invalid_utf8_header_key_is_corrupt():
     refresh_crc(raw, 0)
     with pytest.raises(CorruptRecordError):
         ra.decode_batches_to_arrow(bytes(raw))
+
+
+def test_verify_crc_false_still_rejects_bad_structure():
+    raw = bytearray(encode_batch([Record(b"k", b"v" * 50, timestamp=1)] * 40))
+    raw[30] ^= 0x01  # inside the CRC range: only a CRC check notices
+    with pytest.raises(CorruptRecordError):
+        ra.decode_batches_to_arrow(bytes(raw))
+    assert ra.decode_batches_to_arrow(bytes(raw), verify_crc=False).num_rows == 40
+    raw[61] = 0x7F  # first record's length -> the chain no longer tiles the batch
+    with pytest.raises(CorruptRecordError):
+        ra.decode_batches_to_arrow(bytes(raw), verify_crc=False)

@@ -105,3 +105,33 @@ def test_arrow_decoder_agrees_with_kafka_python(codec):
     assert tbl.column("value").to_pylist() == [r[3] for r in kp]
     assert [[(h["key"], h["value"]) for h in hs] for hs in tbl.column("headers").to_pylist()] \
         == [r[4] for r in kp]
+
+
+@pytest.mark.parametrize("commit", [True, False])
+def test_control_batch_reads_as_kafka_python_control_record(commit):
+    from sparklog.protocol.records import encode_control_batch
+
+    raw = encode_control_batch(commit, producer_id=42, producer_epoch=3, coordinator_epoch=9,
+                               base_offset=77, timestamp=1234)
+    batch, _ = read_with_kafka_python(raw)
+    assert batch.is_control_batch and batch.is_transactional and batch.producer_id == 42
+    (rec,) = list(default_records.DefaultRecordBatch(raw))
+    assert rec.offset == 77 and rec.commit == commit and rec.abort == (not commit)
+
+
+def test_log_append_time_stamp_reads_in_kafka_python():
+    from sparklog.protocol.records import (
+        TimestampType,
+        set_base_offset,
+        set_max_timestamp_and_type,
+    )
+
+    raw = bytearray(build_with_kafka_python(make_records(50), Compression.LZ4))
+    set_base_offset(raw, 0, 5000)
+    set_max_timestamp_and_type(raw, 0, 1_800_000_000_000, TimestampType.LOG_APPEND_TIME)
+    batch, got = read_with_kafka_python(bytes(raw))
+    assert batch.timestamp_type == 1 and batch.base_offset == 5000
+    assert [g[0] for g in got] == list(range(5000, 5050))
+    assert {g[1] for g in got} == {1_800_000_000_000}
+    ours = decode_batch(bytes(raw))
+    assert [r.timestamp for r in ours.records] == [1_800_000_000_000] * 50

@@ -126,3 +126,36 @@ def test_truncations_are_typed(name, decode):
     for cut in range(1, len(raw), 7):
         with pytest.raises(TYPED):
             decode(raw[:cut])
+
+
+def test_random_bytes_never_crash_untyped():
+    """Arbitrary bytes (some shaped like a batch header with a valid CRC) only ever raise
+    typed errors or decode to nothing."""
+    import struct as _struct
+
+    from sparklog.protocol.records import decode_batches
+
+    rng = random.Random(5)
+    for i in range(200):
+        body = rng.randbytes(rng.randrange(0, 300))
+        if i % 2:  # a plausible header around the garbage, CRC made valid
+            count = rng.randrange(0, 40)
+            hdr = _struct.pack(">qiibIhiqqqhii", 0, 49 + len(body), 0, 2, 0,
+                               rng.choice([0, 0, 0, 1, 2, 3, 4, 8]), max(count - 1, 0),
+                               0, 0, -1, -1, -1, count)
+            buf = bytearray(hdr + body)
+            refresh_crc(buf, 0)
+            data = bytes(buf)
+        else:
+            data = body
+        for name, decode in DECODERS:
+            try:
+                decode(data)
+            except (*TYPED, UnsupportedCompressionError):
+                pass
+            except SparklogError as e:  # pragma: no cover
+                pytest.fail(f"{name}: {type(e).__name__}")
+        try:
+            decode_batches(data)
+        except (*TYPED, UnsupportedCompressionError):
+            pass

@@ -1,0 +1,146 @@
+"""Fetch and Produce semantics on the wire: long poll woken by an append, min_bytes,
+max_bytes / partition_max_bytes with the first batch always returned, acks=0 silence,
+pipelined requests answered in order."""
+
+from __future__ import annotations
+
+import struct
+import threading
+import time
+
+import pytest
+
+from sparklog.protocol.messages import API_BY_KEY, decode_response, encode_request
+from sparklog.protocol.records import Record, encode_batch, iter_batch_views
+
+TOPIC = "fp"
+
+
+@pytest.fixture(scope="module")
+def topic(cluster):
+    cluster.call(cluster.broker.create_topic, TOPIC, 3, 1)
+    return TOPIC
+
+
+def _produce(partition: int, records: bytes, acks: int = 1, topic: str = TOPIC):
+    cls = API_BY_KEY[0].request
+    return cls(transactional_id=None, acks=acks, timeout_ms=5000, topic_data=[
+        cls.TopicProduceData(name=topic, partition_data=[
+            cls.PartitionProduceData(index=partition, records=records)])])
+
+
+def _fetch(parts: list[tuple[int, int]], *, max_wait_ms: int = 0, min_bytes: int = 1,
+           max_bytes: int = 1 << 20, partition_max_bytes: int = 1 << 20):
+    cls = API_BY_KEY[1].request
+    return cls(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes,
+               isolation_level=0, session_id=0, session_epoch=-1, topics=[cls.FetchTopic(
+                   topic=TOPIC, partitions=[cls.FetchPartition(
+                       partition=p, fetch_offset=o, partition_max_bytes=partition_max_bytes)
+                       for p, o in parts])], forgotten_topics_data=[], rack_id="")
+
+
+def _batch(n: int, size: int = 100) -> bytes:
+    return encode_batch([Record(value=b"v" * size) for _ in range(n)])
+
+
+def test_long_poll_is_woken_by_an_append(cluster, kafka_wire, topic):
+    w = kafka_wire(cluster.bootstrap_servers)
+    producer = kafka_wire(cluster.bootstrap_servers)
+    end = cluster.broker.replica_manager.get(TOPIC, 0).log.log_end_offset
+
+    def later():
+        time.sleep(0.3)
+        producer.call(0, 7, _produce(0, _batch(3)))
+
+    t = threading.Thread(target=later)
+    t0 = time.monotonic()
+    t.start()
+    resp = w.call(1, 11, _fetch([(0, end)], max_wait_ms=10_000))
+    waited = time.monotonic() - t0
+    t.join()
+    part = resp.responses[0].partitions[0]
+    assert part.error_code == 0 and len(part.records) > 0
+    assert 0.25 <= waited < 5.0  # woken by the append, not by max_wait_ms
+
+
+def test_long_poll_times_out_empty(cluster, kafka_wire, topic):
+    w = kafka_wire(cluster.bootstrap_servers)
+    end = cluster.broker.replica_manager.get(TOPIC, 1).log.log_end_offset
+    t0 = time.monotonic()
+    resp = w.call(1, 11, _fetch([(1, end)], max_wait_ms=400))
+    waited = time.monotonic() - t0
+    part = resp.responses[0].partitions[0]
+    assert part.error_code == 0 and len(part.records) == 0 and part.records is not None
+    assert 0.35 <= waited < 5.0
+
+
+def test_min_bytes_waits_for_enough_data(cluster, kafka_wire, topic):
+    w = kafka_wire(cluster.bootstrap_servers)
+    producer = kafka_wire(cluster.bootstrap_servers)
+    end = cluster.broker.replica_manager.get(TOPIC, 2).log.log_end_offset
+    small = _batch(1, 10)
+    big = _batch(50, 100)
+
+    def later():
+        time.sleep(0.2)
+        producer.call(0, 7, _produce(2, small))  # not enough for min_bytes
+        time.sleep(0.3)
+        producer.call(0, 7, _produce(2, big))
+
+    t = threading.Thread(target=later)
+    t0 = time.monotonic()
+    t.start()
+    resp = w.call(1, 11, _fetch([(2, end)], max_wait_ms=10_000, min_bytes=len(small) + 100))
+    waited = time.monotonic() - t0
+    t.join()
+    part = resp.responses[0].partitions[0]
+    assert len(part.records) == len(small) + len(big)
+    assert 0.45 <= waited < 5.0
+
+
+def test_max_bytes_limits_and_first_batch_always_returned(cluster, kafka_wire):
+    cluster.call(cluster.broker.create_topic, "fp-limits", 2, 1)
+    w = kafka_wire(cluster.bootstrap_servers)
+    batches = [_batch(20, 500) for _ in range(5)]  # ~10 KiB each
+    for p in (0, 1):
+        for b in batches:
+            assert w.call(0, 7, _produce(p, b, topic="fp-limits")).responses[0] \
+                .partition_responses[0].error_code == 0
+    cls = API_BY_KEY[1].request
+
+    def fetch(max_bytes, pmax):
+        req = cls(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=max_bytes,
+                  isolation_level=0, session_id=0, session_epoch=-1, topics=[cls.FetchTopic(
+                      topic="fp-limits", partitions=[cls.FetchPartition(
+                          partition=p, fetch_offset=0, partition_max_bytes=pmax)
+                          for p in (0, 1)])], forgotten_topics_data=[], rack_id="")
+        parts = w.call(1, 11, req).responses[0].partitions
+        return [len(list(iter_batch_views(bytes(p.records)))) for p in parts]
+
+    size = len(batches[0])
+    assert fetch(1 << 20, 1 << 20) == [5, 5]
+    assert fetch(1 << 20, 2 * size + 10) == [2, 2]  # per-partition limit, whole batches
+    assert fetch(3 * size + 10, 1 << 20) == [3, 0]  # response limit
+    assert fetch(10, 10) == [1, 0]  # first batch even when larger than both limits
+
+
+def test_acks0_gets_no_response_and_order_holds(cluster, kafka_wire, topic):
+    w = kafka_wire(cluster.bootstrap_servers)
+    before = cluster.broker.replica_manager.get(TOPIC, 0).log.log_end_offset
+    frames = []
+    for cid in range(1, 31):
+        acks = 0 if cid % 3 == 0 else 1
+        frames.append((cid, acks, encode_request(0, 7, cid, "p", _produce(0, _batch(2), acks=acks))))
+    frames.append((99, 1, encode_request(18, 0, 99, "p", API_BY_KEY[18].request())))
+    w.send_raw(b"".join(f for _, _, f in frames))  # pipelined
+    expected = [cid for cid, acks, _ in frames if acks != 0]
+    got = []
+    for cid in expected:
+        frame = w.read_frame()
+        got.append(struct.unpack_from(">i", frame, 0)[0])
+        if cid != 99:
+            _, resp = decode_response(0, 7, frame)
+            assert resp.responses[0].partition_responses[0].error_code == 0
+    assert got == expected
+    after = cluster.broker.replica_manager.get(TOPIC, 0).log.log_end_offset
+    assert after - before == 2 * 30  # acks=0 batches were appended too

@@ -144,3 +144,52 @@ def test_acks0_gets_no_response_and_order_holds(cluster, kafka_wire, topic):
     assert got == expected
     after = cluster.broker.replica_manager.get(TOPIC, 0).log.log_end_offset
     assert after - before == 2 * 30  # acks=0 batches were appended too
+
+
+def test_high_watermark_waits_for_the_isr(cluster, kafka_wire):
+    """With a second replica in the ISR, the HW (what consumers see, what acks=all waits
+    for) moves only when that follower has fetched past the records."""
+    ctrl = cluster.broker.controller
+
+    def setup():
+        ctrl.register_broker(2, "127.0.0.1", 1)  # a follower we play by hand
+        cluster.broker.create_topic("repl", assignments={0: [1, 2]})
+
+    cluster.call(setup)
+    try:
+        w = kafka_wire(cluster.bootstrap_servers)
+        follower = kafka_wire(cluster.bootstrap_servers)
+        consumer = kafka_wire(cluster.bootstrap_servers)
+        result = {}
+
+        def produce_all():
+            result["resp"] = w.call(0, 7, _produce(0, _batch(4), acks=-1, topic="repl"))
+            result["t"] = time.monotonic()
+
+        t = threading.Thread(target=produce_all)
+        t.start()
+        time.sleep(0.3)
+        assert "resp" not in result  # acks=all is waiting for the follower
+        cls = API_BY_KEY[1].request
+
+        def fetch(replica_id, offset):
+            req = cls(replica_id=replica_id, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20,
+                      isolation_level=0, session_id=0, session_epoch=-1, topics=[cls.FetchTopic(
+                          topic="repl", partitions=[cls.FetchPartition(
+                              partition=0, fetch_offset=offset, partition_max_bytes=1 << 20)])],
+                      forgotten_topics_data=[], rack_id="")
+            return (follower if replica_id >= 0 else consumer).call(1, 11, req).responses[0].partitions[0]
+
+        seen = fetch(-1, 0)
+        assert seen.high_watermark == 0 and len(seen.records) == 0  # not committed yet
+        replica = fetch(2, 0)  # the follower reads beyond the HW (up to the LEO)
+        assert len(list(iter_batch_views(bytes(replica.records)))) == 1
+        t0 = time.monotonic()
+        fetch(2, 4)  # ... and reports it has everything: HW moves, acks=all completes
+        t.join(10)
+        assert result["resp"].responses[0].partition_responses[0].error_code == 0
+        assert result["t"] - t0 < 2.0
+        seen = fetch(-1, 0)
+        assert seen.high_watermark == 4 and len(seen.records) > 0
+    finally:
+        cluster.call(ctrl.unregister_broker, 2)

@@ -1,0 +1,45 @@
+"""``sparklog server`` configuration precedence: defaults < --config < flags < --set."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from sparklog.cli.main import build_parser
+from sparklog.cli.server_cmd import build_config
+
+CONF = Path(__file__).resolve().parents[3] / "conf" / "server.properties"
+
+
+def _args(*argv: str) -> argparse.Namespace:
+    return build_parser().parse_args(["server", *argv])
+
+
+def test_defaults():
+    cfg = build_config(_args())
+    assert cfg.listener() == ("127.0.0.1", 9092)
+    assert cfg.log_dirs == ["./sparklog-data"]
+
+
+def test_file_then_flags_then_set(tmp_path):
+    props = tmp_path / "s.properties"
+    props.write_text("listeners=PLAINTEXT://0.0.0.0:19092\nlog.dirs=/from/file\nnum.partitions=4\n")
+    cfg = build_config(_args("--config", str(props)))
+    assert cfg.listener() == ("0.0.0.0", 19092) and cfg.log_dirs == ["/from/file"]
+    assert cfg.get("num.partitions") == 4
+    cfg = build_config(_args("--config", str(props), "--port", "7777", "--data-dir", "/flag",
+                             "--set", "num.partitions=9", "--set", "log.dirs=/set"))
+    assert cfg.listener() == ("0.0.0.0", 7777)
+    assert cfg.log_dirs == ["/set"] and cfg.get("num.partitions") == 9
+
+
+def test_shipped_config_loads():
+    cfg = build_config(_args("--config", str(CONF)))
+    assert cfg.listener() == ("127.0.0.1", 9092)
+
+
+def test_bad_set_is_rejected():
+    with pytest.raises(SystemExit):
+        build_config(_args("--set", "novalue"))

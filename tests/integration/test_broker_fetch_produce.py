@@ -193,3 +193,29 @@ def test_high_watermark_waits_for_the_isr(cluster, kafka_wire):
         assert seen.high_watermark == 4 and len(seen.records) > 0
     finally:
         cluster.call(ctrl.unregister_broker, 2)
+
+
+def test_idempotent_producer_duplicates_and_gaps(cluster, kafka_wire):
+    from sparklog.protocol.errors import ErrorCode
+
+    cluster.call(cluster.broker.create_topic, "idem", 1, 1)
+    w = kafka_wire(cluster.bootstrap_servers)
+    init = w.call(22, 1, API_BY_KEY[22].request(transactional_id=None, transaction_timeout_ms=60000))
+    pid, epoch = init.producer_id, init.producer_epoch
+
+    def batch(seq: int, n: int = 3, ep: int = epoch) -> bytes:
+        return encode_batch([Record(value=b"i%d" % (seq + i)) for i in range(n)],
+                            producer_id=pid, producer_epoch=ep, base_sequence=seq)
+
+    def send(b: bytes):
+        pr = w.call(0, 7, _produce(0, b, acks=-1, topic="idem")).responses[0].partition_responses[0]
+        return pr.error_code, pr.base_offset
+
+    assert send(batch(0)) == (0, 0)
+    assert send(batch(3)) == (0, 3)
+    assert send(batch(3)) == (0, 3)  # a retried batch: same offsets, nothing appended
+    assert cluster.broker.replica_manager.get("idem", 0).log.log_end_offset == 6
+    code, _ = send(batch(10))  # a gap in the sequence
+    assert code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert send(batch(6)) == (0, 6)
+    assert cluster.broker.replica_manager.get("idem", 0).log.log_end_offset == 9

@@ -54,7 +54,7 @@ record_st = st.builds(
     st.lists(st.lists(record_st, max_size=40), min_size=1, max_size=4),
     st.sampled_from(list(Compression)),
 )
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_agrees_with_per_record_decoder(batches, codec):
     raw = b"".join(
         encode_batch(recs, base_offset=1000 * i, compression=codec)
@@ -70,7 +70,7 @@ def test_agrees_with_per_record_decoder(batches, codec):
     st.integers(min_value=0, max_value=5),
     st.booleans(),
 )
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 def test_piecewise_uniform_batches(n, key_len, val_len, jitter, nulls):
     """Fixed-size payloads exercise the equal-size-run and fixed-layout fast paths, with
     size changes where offset/timestamp deltas gain a varint byte and random jitter."""

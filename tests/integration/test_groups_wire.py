@@ -48,35 +48,47 @@ def join(w: Any, version: int, group: str, instance: str | None = None) -> Any:
     return r
 
 
-@pytest.mark.parametrize("version", range(6))
+@pytest.mark.parametrize("version", range(8))
 def test_join_sync_heartbeat_commit_leave_each_version(wire_cluster: EmbeddedCluster,
                                                        kafka_wire: Any, version: int) -> None:
+    """JoinGroup v<version> with the other APIs at matching versions (up to their max)."""
     w = kafka_wire(wire_cluster.bootstrap_servers)
     group = f"wire-v{version}"
-    fc = w.call(ApiKey.FIND_COORDINATOR, min(version, 1), g.FindCoordinatorRequest(key=group))
+    static = version >= 5
+    fc = w.call(ApiKey.FIND_COORDINATOR, min(version, 3), g.FindCoordinatorRequest(key=group))
     assert (fc.error_code, fc.node_id, fc.port) == (E.NONE, 1, wire_cluster.port)
 
-    r = join(w, version, group, instance="inst" if version >= 5 else None)
+    r = join(w, version, group, instance="inst" if static else None)
     assert r.generation_id == 1 and r.leader == r.member_id
     assert [m.member_id for m in r.members] == [r.member_id]
     assert r.members[0].metadata == b"\x00\x01" and r.protocol_name == "range"
-    if version >= 5:
+    if static:
         assert r.members[0].group_instance_id == "inst"
+    if version >= 7:
+        assert r.protocol_type == "consumer"
     mid = r.member_id
 
-    sv = min(version, 3)
+    sv = min(version, 5)
     s = w.call(ApiKey.SYNC_GROUP, sv, g.SyncGroupRequest(
         group_id=group, generation_id=1, member_id=mid,
-        group_instance_id="inst" if sv >= 3 and version >= 5 else None,
+        group_instance_id="inst" if sv >= 3 and static else None,
+        protocol_type="consumer" if sv >= 5 else None,
+        protocol_name="range" if sv >= 5 else None,
         assignments=[g.SyncGroupRequest.SyncGroupRequestAssignment(member_id=mid,
                                                                     assignment=b"ASSIGN")]))
     assert (s.error_code, s.assignment) == (E.NONE, b"ASSIGN")
-    if version >= 5:
+    if sv >= 5:
+        assert (s.protocol_type, s.protocol_name) == ("consumer", "range")
+        wrong = w.call(ApiKey.SYNC_GROUP, sv, g.SyncGroupRequest(
+            group_id=group, generation_id=1, member_id=mid, group_instance_id="inst",
+            protocol_type="consumer", protocol_name="roundrobin"))
+        assert wrong.error_code == E.INCONSISTENT_GROUP_PROTOCOL
+    if static:
         d = w.call(ApiKey.DESCRIBE_GROUPS, 4, g.DescribeGroupsRequest(groups=[group]))
         assert [(m.member_id, m.group_instance_id) for m in d.groups[0].members] == [(mid, "inst")]
 
-    hv = min(version, 3)
-    inst = "inst" if hv >= 3 and version >= 5 else None
+    hv = min(version, 4)
+    inst = "inst" if hv >= 3 and static else None
     hb = w.call(ApiKey.HEARTBEAT, hv, g.HeartbeatRequest(
         group_id=group, generation_id=1, member_id=mid, group_instance_id=inst))
     assert hb.error_code == E.NONE
@@ -86,30 +98,66 @@ def test_join_sync_heartbeat_commit_leave_each_version(wire_cluster: EmbeddedClu
     hb = w.call(ApiKey.HEARTBEAT, hv, g.HeartbeatRequest(
         group_id=group, generation_id=1, member_id="nobody"))
     assert hb.error_code == E.UNKNOWN_MEMBER_ID
+    if hv >= 3 and static:
+        hb = w.call(ApiKey.HEARTBEAT, hv, g.HeartbeatRequest(
+            group_id=group, generation_id=1, member_id="impostor", group_instance_id="inst"))
+        assert hb.error_code == E.FENCED_INSTANCE_ID
 
-    cv = 2 + version % 2
+    cv = min(2 + version, 8)
     P = o.OffsetCommitRequest.OffsetCommitRequestPartition
     T = o.OffsetCommitRequest.OffsetCommitRequestTopic
     oc = w.call(ApiKey.OFFSET_COMMIT, cv, o.OffsetCommitRequest(
         group_id=group, generation_id_or_member_epoch=1, member_id=mid, retention_time_ms=-1,
+        group_instance_id="inst" if cv >= 7 and static else None,
         topics=[T(name=TOPIC, partitions=[P(partition_index=1, committed_offset=17,
+                                            committed_leader_epoch=4,
                                             committed_metadata="m")]),
                 T(name="no-such-topic", partitions=[P(partition_index=0, committed_offset=1)])]))
     errs = {(t.name, p.partition_index): p.error_code for t in oc.topics for p in t.partitions}
     assert errs == {(TOPIC, 1): E.NONE, ("no-such-topic", 0): E.UNKNOWN_TOPIC_OR_PARTITION}
+    if cv >= 7 and static:
+        fenced = w.call(ApiKey.OFFSET_COMMIT, cv, o.OffsetCommitRequest(
+            group_id=group, generation_id_or_member_epoch=1, member_id="impostor",
+            group_instance_id="inst",
+            topics=[T(name=TOPIC, partitions=[P(partition_index=1, committed_offset=18)])]))
+        assert fenced.topics[0].partitions[0].error_code == E.FENCED_INSTANCE_ID
+    fv = min(version + 1, 7)
+    FT = o.OffsetFetchRequest.OffsetFetchRequestTopic
+    of = w.call(ApiKey.OFFSET_FETCH, fv, o.OffsetFetchRequest(
+        group_id=group, topics=[FT(name=TOPIC, partition_indexes=[1])]))
+    (p1,) = of.topics[0].partitions
+    assert (p1.committed_offset, p1.metadata) == (17, "m")
+    if fv >= 5:
+        assert p1.committed_leader_epoch == (4 if cv >= 6 else -1)
 
-    if version < 5:  # a static member never leaves on its own (KIP-345)
-        lv = w.call(ApiKey.LEAVE_GROUP, min(version, 1),
-                    g.LeaveGroupRequest(group_id=group, member_id=mid))
-        assert lv.error_code == E.NONE
-        lv = w.call(ApiKey.LEAVE_GROUP, min(version, 1),
-                    g.LeaveGroupRequest(group_id=group, member_id=mid))
-        assert lv.error_code == E.UNKNOWN_MEMBER_ID
-        d = w.call(ApiKey.DESCRIBE_GROUPS, 0, g.DescribeGroupsRequest(groups=[group]))
-        assert d.groups[0].group_state == "Empty"
+    lv = min(version, 4)
+    if lv < 3:
+        lreq = g.LeaveGroupRequest(group_id=group, member_id=mid)
+    else:
+        MI = g.LeaveGroupRequest.MemberIdentity
+        if static:  # KIP-345: an operator removes a static member by its instance id
+            lreq = g.LeaveGroupRequest(group_id=group, members=[
+                MI(member_id="impostor", group_instance_id="inst")])
+            lv_resp = w.call(ApiKey.LEAVE_GROUP, lv, lreq)
+            assert [m.error_code for m in lv_resp.members] == [E.FENCED_INSTANCE_ID]
+            lreq = g.LeaveGroupRequest(group_id=group, members=[
+                MI(member_id="", group_instance_id="inst")])
+        else:
+            lreq = g.LeaveGroupRequest(group_id=group, members=[MI(member_id=mid)])
+    lv_resp = w.call(ApiKey.LEAVE_GROUP, lv, lreq)
+    assert lv_resp.error_code == E.NONE
+    if lv >= 3:
+        assert [m.error_code for m in lv_resp.members] == [E.NONE]
+    again = w.call(ApiKey.LEAVE_GROUP, lv, lreq)
+    if lv < 3:
+        assert again.error_code == E.UNKNOWN_MEMBER_ID
+    else:
+        assert [m.error_code for m in again.members] == [E.UNKNOWN_MEMBER_ID]
+    d = w.call(ApiKey.DESCRIBE_GROUPS, 0, g.DescribeGroupsRequest(groups=[group]))
+    assert d.groups[0].group_state == "Empty"
 
 
-@pytest.mark.parametrize("version", [1, 2, 3])
+@pytest.mark.parametrize("version", range(1, 8))
 def test_offset_fetch_versions(wire_cluster: EmbeddedCluster, kafka_wire: Any,
                                version: int) -> None:
     w = kafka_wire(wire_cluster.bootstrap_servers)
@@ -123,7 +171,8 @@ def test_offset_fetch_versions(wire_cluster: EmbeddedCluster, kafka_wire: Any,
     assert oc.topics[0].partitions[0].error_code == E.NONE
     FT = o.OffsetFetchRequest.OffsetFetchRequestTopic
     r = w.call(ApiKey.OFFSET_FETCH, version, o.OffsetFetchRequest(
-        group_id=group, topics=[FT(name=TOPIC, partition_indexes=[0, 1])]))
+        group_id=group, topics=[FT(name=TOPIC, partition_indexes=[0, 1])],
+        require_stable=version >= 7))
     got = {p.partition_index: (p.committed_offset, p.metadata, p.error_code)
            for t in r.topics for p in t.partitions}
     assert got == {0: (5, "", E.NONE), 1: (-1, "", E.NONE)}
@@ -203,7 +252,7 @@ def test_admin_apis_on_the_wire(wire_cluster: EmbeddedCluster, kafka_wire: Any) 
         assert listed["wire-admin"].protocol_type == "consumer"
         if v >= 4:
             assert all(x.group_state == "Stable" for x in lg.groups)
-    for v in range(2):
+    for v in range(3):
         name = f"del-{v}"
         P = o.OffsetCommitRequest.OffsetCommitRequestPartition
         T = o.OffsetCommitRequest.OffsetCommitRequestTopic
@@ -216,12 +265,15 @@ def test_admin_apis_on_the_wire(wire_cluster: EmbeddedCluster, kafka_wire: Any) 
             name: E.NONE, "wire-admin": E.NON_EMPTY_GROUP, "ghost": E.GROUP_ID_NOT_FOUND}
 
 
-def test_find_coordinator_key_types(wire_cluster: EmbeddedCluster, kafka_wire: Any) -> None:
+@pytest.mark.parametrize("version", [1, 2, 3])
+def test_find_coordinator_key_types(wire_cluster: EmbeddedCluster, kafka_wire: Any,
+                                    version: int) -> None:
     w = kafka_wire(wire_cluster.bootstrap_servers)
-    txn = w.call(ApiKey.FIND_COORDINATOR, 1, g.FindCoordinatorRequest(key="tx-1", key_type=1))
-    assert (txn.error_code, txn.node_id) == (E.NONE, 1)
-    bad = w.call(ApiKey.FIND_COORDINATOR, 1, g.FindCoordinatorRequest(key="x", key_type=7))
-    assert bad.error_code == E.INVALID_REQUEST
+    txn = w.call(ApiKey.FIND_COORDINATOR, version,
+                 g.FindCoordinatorRequest(key="tx-1", key_type=1))
+    assert (txn.error_code, txn.node_id, txn.host) == (E.NONE, 1, "127.0.0.1")
+    bad = w.call(ApiKey.FIND_COORDINATOR, version, g.FindCoordinatorRequest(key="x", key_type=7))
+    assert bad.error_code == E.INVALID_REQUEST and bad.error_message
 
 
 def test_join_errors_on_the_wire(wire_cluster: EmbeddedCluster, kafka_wire: Any) -> None:

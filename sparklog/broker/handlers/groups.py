@@ -52,7 +52,8 @@ def _resp(api_key: int) -> Any:
 # --------------------------------------------------------------------------- FindCoordinator
 
 
-@register(ApiKey.FIND_COORDINATOR, 0, 1)
+# v3 is flexible; v4 (batched keys) is not served.
+@register(ApiKey.FIND_COORDINATOR, 0, 3)
 async def handle_find_coordinator(ctx: RequestContext, request: Any) -> Any:
     cls = _resp(ApiKey.FIND_COORDINATOR)
     key_type = getattr(request, "key_type", KEY_TYPE_GROUP)
@@ -78,7 +79,8 @@ async def handle_find_coordinator(ctx: RequestContext, request: Any) -> Any:
 # --------------------------------------------------------------------------- membership
 
 
-@register(ApiKey.JOIN_GROUP, 0, 5)
+# v4+ two-step join (MEMBER_ID_REQUIRED), v5 group.instance.id, v6 flexible, v7 protocol type.
+@register(ApiKey.JOIN_GROUP, 0, 7)
 async def handle_join_group(ctx: RequestContext, request: Any) -> Any:
     cls = _resp(ApiKey.JOIN_GROUP)
     gc = coordinator(ctx)
@@ -106,7 +108,8 @@ async def handle_join_group(ctx: RequestContext, request: Any) -> Any:
     )
 
 
-@register(ApiKey.SYNC_GROUP, 0, 3)
+# v3 group.instance.id, v4 flexible, v5 protocol type/name checked and echoed.
+@register(ApiKey.SYNC_GROUP, 0, 5)
 async def handle_sync_group(ctx: RequestContext, request: Any) -> Any:
     cls = _resp(ApiKey.SYNC_GROUP)
     gc = coordinator(ctx)
@@ -122,7 +125,7 @@ async def handle_sync_group(ctx: RequestContext, request: Any) -> Any:
                assignment=res.assignment)
 
 
-@register(ApiKey.HEARTBEAT, 0, 3)
+@register(ApiKey.HEARTBEAT, 0, 4)
 async def handle_heartbeat(ctx: RequestContext, request: Any) -> Any:
     cls = _resp(ApiKey.HEARTBEAT)
     gc = coordinator(ctx)
@@ -133,7 +136,8 @@ async def handle_heartbeat(ctx: RequestContext, request: Any) -> Any:
     return cls(throttle_time_ms=0, error_code=int(err))
 
 
-@register(ApiKey.LEAVE_GROUP, 0, 1)
+# v3+ leaves several members at once, by member id or group.instance.id (KIP-345).
+@register(ApiKey.LEAVE_GROUP, 0, 4)
 async def handle_leave_group(ctx: RequestContext, request: Any) -> Any:
     cls = _resp(ApiKey.LEAVE_GROUP)
     gc = coordinator(ctx)
@@ -161,7 +165,8 @@ def _partition_exists(ctx: RequestContext, topic: str, partition: int) -> bool:
     return info is not None and partition in info.partitions
 
 
-@register(ApiKey.OFFSET_COMMIT, 2, 3)
+# v5 drops retention, v6 leader epoch, v7 group.instance.id fencing, v8 flexible.
+@register(ApiKey.OFFSET_COMMIT, 2, 8)
 async def handle_offset_commit(ctx: RequestContext, request: Any) -> Any:
     cls = _resp(ApiKey.OFFSET_COMMIT)
     RT, RP = cls.OffsetCommitResponseTopic, cls.OffsetCommitResponsePartition
@@ -192,7 +197,8 @@ async def handle_offset_commit(ctx: RequestContext, request: Any) -> Any:
     return cls(throttle_time_ms=0, topics=[RT(name=n, partitions=ps) for n, ps in topics.items()])
 
 
-@register(ApiKey.OFFSET_FETCH, 1, 3)
+# v5 leader epoch, v6 flexible, v7 require_stable (no pending transactional offsets yet).
+@register(ApiKey.OFFSET_FETCH, 1, 7)
 async def handle_offset_fetch(ctx: RequestContext, request: Any) -> Any:
     cls = _resp(ApiKey.OFFSET_FETCH)
     RT, RP = cls.OffsetFetchResponseTopic, cls.OffsetFetchResponsePartition
@@ -262,7 +268,7 @@ async def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
     return cls(throttle_time_ms=0, groups=out)
 
 
-@register(ApiKey.DELETE_GROUPS, 0, 1)
+@register(ApiKey.DELETE_GROUPS, 0, 2)
 async def handle_delete_groups(ctx: RequestContext, request: Any) -> Any:
     cls = _resp(ApiKey.DELETE_GROUPS)
     R = cls.DeletableGroupResult

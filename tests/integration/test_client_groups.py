@@ -45,9 +45,11 @@ class Member(threading.Thread):
             self.consumer.close()
 
 
-def _wait(cond, timeout: float, what: str) -> None:
+def _wait(cond, timeout: float, what: str, members=()) -> None:
     deadline = time.monotonic() + timeout
     while not cond():
+        errors = [m.error for m in members if m.error is not None]
+        assert not errors, f"a member failed while waiting for {what}: {errors!r}"
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.1)
 
@@ -79,23 +81,24 @@ def test_three_consumers_rebalance_without_losing_records(cluster, strategy):
             and all(sets)
 
     try:
-        _wait(lambda: balanced(members), 60, f"{strategy}: 3 balanced members")
+        _wait(lambda: balanced(members), 60, f"{strategy}: 3 balanced members", members)
         assert sorted(len(m.assigned) for m in members) == [2, 2, 2]
         _wait(lambda: len({(r.partition, r.offset) for m in members for r in m.records}) == 600,
-              60, "all records consumed")
+              60, "all records consumed", members)
         if strategy == "cooperative-sticky":
             # incremental: nobody gave back everything it held
             assert all(len(rv) < 6 for m in members for rv in m.revoked)
         # one member leaves: the other two take over its partitions
         members[0].stop_flag.set()
         members[0].join(20)
-        _wait(lambda: balanced(members[1:]), 60, f"{strategy}: 2 members after a leave")
+        _wait(lambda: balanced(members[1:]), 60, f"{strategy}: 2 members after a leave",
+              members[1:])
         assert sorted(len(m.assigned) for m in members[1:]) == [3, 3]
         with Producer({"bootstrap.servers": bs}) as p:
             p.produce_arrow(topic, pa.array([b"late"] * 60))
             assert p.flush(30) == 0
         _wait(lambda: len({(r.partition, r.offset) for m in members for r in m.records}) == 660,
-              60, "records produced after the rebalance")
+              60, "records produced after the rebalance", members[1:])
     finally:
         for m in members:
             m.stop_flag.set()

@@ -73,6 +73,7 @@ _ONE = np.uint64(1)
 _SPEC_MIN_RUN = 16  # a speculation that verifies fewer records than this counts as failed
 _MAX_VECTOR_HEADERS = 32  # header slots decoded vectorised; deeper ones in Python
 _FIXED_MIN_RUN = 8  # runs shorter than this go through the general field parser
+_PY_LAYOUT_MAX_RUNS = 48  # up to this many runs, detect their layouts in Python
 
 
 def arrow_schema(
@@ -252,7 +253,7 @@ def _find_starts(
     left = counts.astype(np.int64).copy()
     end = seg_end.astype(np.int64)
     walk_len = np.full(len(counts), 32, dtype=np.int64)
-    window = np.full(len(counts), 64, dtype=np.int64)  # doubles while guesses hold
+    window = left.copy()  # first guess: the whole batch is one run
     live = np.flatnonzero(left > 0)
     raw = buf.raw
     while live.size:
@@ -279,8 +280,12 @@ def _find_starts(
             seg_miss, first_miss = np.unique(seg[miss], return_index=True)
             matched[seg_miss] = k[miss[first_miss]]
         runs.append((rec[live], c, size, matched))
-        broke = matched < fit
-        window[live] = np.where(broke, np.maximum(64, 2 * matched), 2 * window[live])
+        # after a decent run, guess the rest of the batch again (sizes usually change only
+        # where a delta gains a varint byte); after a short one guess small, and the walk
+        # below takes over while sizes keep changing
+        window[live] = np.where(
+            matched >= _SPEC_MIN_RUN, lft - matched, np.maximum(64, 2 * matched)
+        )
         cur[live] = c + matched * size
         rec[live] += matched
         left[live] = lft - matched
@@ -413,6 +418,32 @@ def _parse_headers(buf: _Buf, f: _Fields, p: np.ndarray, rec_end: np.ndarray) ->
 # ----------------------------------------------------------------------------- fixed layout
 
 
+def _record_layout(raw: bytes | memoryview, p: int, size: int) -> tuple[int, ...] | None:
+    """Layout of the header-less record at ``p`` (the same tuple the vectorised detection
+    builds): (size, varint widths..., key length, value length); None if unsuitable."""
+    try:
+        ln, q = decode_varint(raw, p)
+        a = q - p
+        q += 1
+        _ts, q2 = decode_varint(raw, q)
+        t, q = q2 - q, q2
+        _off, q2 = decode_varint(raw, q)
+        o, q = q2 - q, q2
+        klen, q2 = decode_varint(raw, q)
+        kl, q = q2 - q, q2 + max(klen, 0)
+        vlen, q2 = decode_varint(raw, q)
+        vl, q = q2 - q, q2 + max(vlen, 0)
+        hc, q2 = decode_varint(raw, q)
+        h, q = q2 - q, q2
+    except (MalformedFrameError, IndexError):
+        return None
+    if hc != 0 or h != 1 or q - p != size or a + ln != size or klen < -1 or vlen < -1:
+        return None
+    if a > 5 or t > 9 or o > 5 or kl > 5 or vl > 5:
+        return None
+    return (size, a, t, o, kl, klen, vl, vlen)
+
+
 def _col_varint(hm: np.ndarray, off: int, width: int, ok: np.ndarray) -> np.ndarray:
     """Varints of a known width at a fixed column of the head matrix (zigzag-decoded);
     rows whose continuation bits disagree with ``width`` are cleared in ``ok``."""
@@ -436,6 +467,14 @@ def _fixed_layout_rows(
     rec0, p0, size, count = runs
     sel = np.flatnonzero(count >= _FIXED_MIN_RUN)
     if not sel.size:
+        return
+    if sel.size <= _PY_LAYOUT_MAX_RUNS:  # few runs: Python beats ~90 numpy calls
+        grouped: dict[tuple[int, ...], list[int]] = {}
+        for i in sel.tolist():
+            layout = _record_layout(buf.raw, int(p0[i]), int(size[i]))
+            if layout is not None:
+                grouped.setdefault(layout, []).append(i)
+        _decode_layout_groups(buf, grouped, runs, f, key_head, val_head, irregular)
         return
     # layout of every run's first record, vectorised over the runs
     heads = p0[sel]
@@ -461,13 +500,20 @@ def _fixed_layout_rows(
     if not good.any():
         return
     table = np.stack([sz, a, t, o, kl, kv, vl, vv], axis=1)[good].tolist()
-    sel = sel[good]
-    grouped: dict[tuple[int, ...], list[int]] = {}
-    for i, layout in enumerate(table):
+    grouped = {}
+    for i, layout in zip(sel[good].tolist(), table, strict=True):
         grouped.setdefault(tuple(layout), []).append(i)
+    _decode_layout_groups(buf, grouped, runs, f, key_head, val_head, irregular)
+
+
+def _decode_layout_groups(
+    buf: _Buf, grouped: dict[tuple[int, ...], list[int]], runs: tuple[np.ndarray, ...],
+    f: _Fields, key_head: np.ndarray, val_head: np.ndarray, irregular: np.ndarray,
+) -> None:
+    rec0, p0, _size, count = runs
     for layout, members in grouped.items():
         S, a, t, o, kl, K, vl, V = layout
-        idx = sel[np.array(members, dtype=np.int64)]
+        idx = np.array(members, dtype=np.int64)
         mm = count[idx]
         before = np.cumsum(mm) - mm
         g = np.arange(int(mm.sum()), dtype=np.int64)

@@ -84,7 +84,14 @@ def test_piecewise_uniform_batches(n, key_len, val_len, jitter, nulls):
             [], 1_700_000_000_000 + i * 3,
         ))
     raw = b"".join(encode_batch(recs[i:i + 700], base_offset=i) for i in range(0, n, 700))
-    assert rows_of(ra.decode_batches_to_arrow(raw)) == expected_rows(raw)
+    want = expected_rows(raw)
+    saved = ra._PY_LAYOUT_MAX_RUNS
+    try:
+        for limit in (0, 1 << 20):  # vectorised and Python layout detection
+            ra._PY_LAYOUT_MAX_RUNS = limit
+            assert rows_of(ra.decode_batches_to_arrow(raw)) == want
+    finally:
+        ra._PY_LAYOUT_MAX_RUNS = saved
 
 
 def test_many_headers_and_long_varints():

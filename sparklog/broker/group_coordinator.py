@@ -494,6 +494,8 @@ class GroupCoordinator:
         # eventually dropped instead of holding the rebalance forever.
         self._schedule_session_timeout(group, member)
         self._maybe_prepare_rebalance(group, f"adding new member {member_id}")
+        # It may have been the last one the rebalance was waiting for.
+        self._check_join_complete(group)
         return fut
 
     def _update_member_and_rebalance(self, group: Group, member: Member,
@@ -619,11 +621,23 @@ class GroupCoordinator:
             group.join_timer.cancel()
             group.join_timer = None
         group.initial_join = False
-        # Members that did not rejoin in time are out.
-        for m in [m for m in group.members.values() if not m.awaiting_join]:
+        # Dynamic members that did not rejoin in time are out. Static members stay (KIP-345):
+        # they keep their place until their session expires.
+        for m in [m for m in group.members.values()
+                  if not m.awaiting_join and m.group_instance_id is None]:
             log.info("group %s: removing member %s that did not rejoin", group.group_id,
                      m.member_id)
             self._remove_member(group, m)
+        joined = [mid for mid, m in group.members.items() if m.awaiting_join]
+        if group.members and not joined:
+            # Only absent static members: wait another round for them or their expiry.
+            log.info("group %s: no member rejoined; waiting for static members",
+                     group.group_id)
+            group.join_timer = self.clock.call_later(group.max_rebalance_timeout_ms(),
+                                                     lambda: self._complete_join(group))
+            return
+        if group.leader_id not in joined and joined:
+            group.leader_id = joined[0]
         now = self.clock.now_ms()
         group.generation_id += 1
         if not group.members:
@@ -635,8 +649,6 @@ class GroupCoordinator:
             self._maybe_forget(group)
             return
         group.protocol_name = group.select_protocol()
-        if group.leader_id not in group.members:
-            group.leader_id = next(iter(group.members))
         group.transition(GroupState.COMPLETING_REBALANCE, now)
         log.info("group %s: generation %d with %d members, protocol %s, leader %s",
                  group.group_id, group.generation_id, len(group.members),

@@ -551,3 +551,50 @@ def test_deleted_topics_lose_their_offsets() -> None:
         assert list(gc2.fetch_offsets("mixed", None)[1]) == [("kept", 0)]
 
     run(main())
+
+
+def test_join_completes_when_the_last_pending_member_arrives() -> None:
+    """A member id handed out by MEMBER_ID_REQUIRED is waited for; its second JoinGroup
+    completes the rebalance at once instead of at the rebalance timeout."""
+    async def main() -> None:
+        gc, clock = make()
+        m1 = await single_stable(gc, clock)
+        pending = await join(gc)
+        assert pending.error == E.MEMBER_ID_REQUIRED
+        t3 = await join_new(gc, clock)  # a third member joins fully: rebalance starts
+        t1 = join(gc, m1)
+        await settle()
+        assert not t1.done() and not t3.done(), "still waiting for the pending member"
+        t2 = join(gc, pending.member_id)
+        await settle()
+        results = [t1.result(), t2.result(), t3.result()]
+        assert {r.generation_id for r in results} == {2}
+        assert {r.error for r in results} == {E.NONE}
+
+    run(main())
+
+
+def test_absent_static_member_keeps_its_place_through_a_rebalance() -> None:
+    async def main() -> None:
+        gc, clock = make()
+        t = join(gc, instance="s1", session_ms=60_000)
+        await clock.advance(0)
+        s1 = t.result().member_id
+        await gc.sync_group("g", 1, s1, "s1", {s1: b"A"})
+        t2 = await join_new(gc, clock)  # dynamic member: rebalance; s1 is offline
+        await clock.advance(REBALANCE)
+        r2 = t2.result()
+        assert r2.error == E.NONE and r2.generation_id == 2
+        assert s1 in gc.groups["g"].members, "a static member is not dropped for not rejoining"
+        assert r2.leader_id == r2.member_id  # the joined member leads
+        assert {m.member_id for m in r2.members} == {s1, r2.member_id}
+        await gc.sync_group("g", 2, r2.member_id, None, {r2.member_id: b"B", s1: b"A"})
+        # When it comes back it learns the new generation and gets its assignment.
+        assert gc.heartbeat("g", 1, s1, "s1") == E.ILLEGAL_GENERATION
+        # Its session (60 s) eventually expires if it never comes back.
+        for _ in range(12):
+            await clock.advance(5_000)
+            gc.heartbeat("g", gc.groups["g"].generation_id, r2.member_id)
+        assert s1 not in gc.groups["g"].members
+
+    run(main())

@@ -473,9 +473,7 @@ def encode_batches(
         max_ts = int(batch_max_ts[b])
         this_seq = seq if producer_id >= 0 else -1
         if compression:
-            # cramjam's lz4 Compressor takes bytes only (not a memoryview)
-            src = bytes(records) if compression == 3 else records
-            comp = compress(compression, src, compression_level)
+            comp = compress(compression, records, compression_level)
             buf = bytearray(_HEADER_SIZE + len(comp))
             buf[_HEADER_SIZE:] = comp
             _HEADER.pack_into(buf, 0, 0, len(buf) - 12, -1, 2, 0, attrs, count - 1, base_ts,

@@ -100,24 +100,39 @@ def arrow_schema(
 
 
 class _Buf:
-    """The records bytes as: Python-indexable bytes (for the walk), a zero-padded uint8
-    array, an unaligned little-endian uint64 view (8 bytes at any position, one gather)."""
+    """The records bytes as: Python-indexable bytes (for the walk), a uint8 array and an
+    unaligned little-endian uint64 view (8 bytes at any position, one gather), all over the
+    caller's buffer without a copy. The last bytes are also kept in a small zero-padded
+    tail so an 8-byte read near the end never leaves the buffer."""
 
-    __slots__ = ("raw", "u8", "u64", "size", "arrow")
+    __slots__ = ("raw", "u8", "u64", "size", "arrow", "tail", "tail_start", "safe")
 
     def __init__(self, raw: bytes | memoryview, arrow: pa.Buffer) -> None:
         n = len(raw)
-        u8 = np.zeros(n + _PAD, dtype=np.uint8)
-        u8[:n] = np.frombuffer(raw, dtype=np.uint8)
+        u8 = np.frombuffer(raw, dtype=np.uint8)
         self.raw = raw
         self.u8 = u8
-        self.u64 = np.ndarray(shape=(n + _PAD - 7,), dtype="<u8", buffer=u8, strides=(1,))
         self.size = n
         self.arrow = arrow
+        self.safe = n - 8  # positions <= safe read 8 bytes from the buffer itself
+        self.u64 = np.ndarray(shape=(max(n - 7, 0),), dtype="<u8", buffer=u8, strides=(1,))
+        keep = min(n, 32)
+        self.tail_start = n - keep
+        tail = np.zeros(keep + _PAD, dtype=np.uint8)
+        tail[:keep] = u8[n - keep :]
+        self.tail = np.ndarray(shape=(keep + _PAD - 7,), dtype="<u8", buffer=tail, strides=(1,))
 
     def words(self, pos: np.ndarray) -> np.ndarray:
-        """8 bytes at each position (positions are >= 0; past the end reads padding)."""
-        return self.u64[np.minimum(pos, self.size)]
+        """8 bytes at each position (positions are >= 0; past the end reads zeros)."""
+        pos = np.minimum(pos, self.size)
+        near_end = pos > self.safe
+        if not near_end.any():
+            return self.u64[pos]
+        out = np.empty(len(pos), dtype=np.uint64)
+        far = ~near_end
+        out[far] = self.u64[pos[far]]
+        out[near_end] = self.tail[pos[near_end] - self.tail_start]
+        return out
 
 
 def _varints(
@@ -546,16 +561,11 @@ def _decode_layout_groups(
         f.key_len[rows] = K
         f.val_pos[rows] = pos + vofs
         f.val_len[rows] = V
-        v12 = np.ndarray(
-            shape=(buf.size + _PAD - 11,), dtype=np.dtype((np.void, 12)), buffer=buf.u8,
-            strides=(1,),
-        )
         for head, start, nbytes in ((key_head, kofs, kn), (val_head, vofs, vn)):
-            if nbytes:
-                block = v12[pos + start]
-                if nbytes < 12:  # inline values are zero padded
-                    block.view(np.uint8).reshape(-1, 12)[:, nbytes:] = 0
-                head.view("V12")[rows, 0] = block
+            if nbytes:  # the first min(len, 12) bytes, zero padded (inline views)
+                block = np.zeros((len(rows), 12), dtype=np.uint8)
+                block[:, : min(nbytes, 12)] = hm[:, start : start + min(nbytes, 12)]
+                head.view("V12")[rows, 0] = block.view("V12")[:, 0]
         irregular[rows] = False
 
 

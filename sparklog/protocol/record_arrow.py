@@ -13,8 +13,13 @@ is a numpy operation over all records of all batches at once:
    take a handful of numpy calls per batch. Where sizes keep changing, a tight Python loop
    walks the lengths only (~0.2 us/record), with the speculation retried at growing
    intervals.
-3. **Fields**, vectorised: every varint is read by gathering 8 bytes per record through an
-   unaligned ``uint64`` view of the buffer and decoding the continuation bits with bit
+3. **Fields**, vectorised. Records of an equal-size run almost always share one byte layout
+   (varint widths, key and value lengths): the layout of each run's first record is read,
+   runs are grouped by layout, each group's record heads are copied with one row gather and
+   every field is decoded from fixed columns (continuation bits checked per row; rows that
+   disagree fall through). Everything else (walked records, headers, odd layouts) goes
+   through the general parser: each varint is read by gathering 8 bytes per record through
+   an unaligned ``uint64`` view of the buffer and decoding the continuation bits with bit
    arithmetic; key/value/header slices become (position, length) pairs.
 4. **Verification**, vectorised: the chain must close (each record ends where the next
    starts, the last one at the end of its batch), every field must end exactly at its
@@ -24,6 +29,9 @@ is a numpy operation over all records of all batches at once:
 5. **Arrow**: keys/values/header values are built as ``binary_view`` arrays that point into
    the (decompressed) buffer - 16 bytes of view per row, no copy of the payload - and then
    cast to plain ``binary`` in Arrow's C++ (``binary_view=True`` skips the cast).
+
+Fewer than ``SMALL_INPUT_ROWS`` records skip all this (the fixed cost of a few hundred
+numpy calls) and use the per-record decoder.
 
 Public API: ``decode_batches_to_arrow`` (a fetched buffer / log slice of concatenated batches
 -> one ``pyarrow.RecordBatch``) and ``decode_batch_to_arrow`` (one batch), plus

@@ -93,6 +93,7 @@ class Member:
     group: str
     topic: str
     instance: str | None = None  # group.instance.id (static membership)
+    strategy: str | None = None  # assignor: range, roundrobin, cooperative-sticky
     throttle: threading.Event = field(default_factory=threading.Event)
     records: list[tuple[int, int, bytes, bytes]] = field(default_factory=list)
     assignments: list[set[int]] = field(default_factory=list)
@@ -123,6 +124,18 @@ class Member:
         except BaseException as e:  # noqa: BLE001 - reported by stop()
             self.errors.append(e)
 
+    @property
+    def cooperative(self) -> bool:
+        return self.strategy == "cooperative-sticky"
+
+    def on_assigned(self, parts: set[int]) -> None:
+        """Record the member's assignment after an assign callback (incremental when
+        cooperative: the callback carries only the added partitions)."""
+        self.assignments.append((self.assigned | parts) if self.cooperative else set(parts))
+
+    def on_revoked(self, parts: set[int]) -> None:
+        self.assignments.append((self.assigned - parts) if self.cooperative else set())
+
     def pause(self) -> None:
         # Throttled members consume slowly so the other member joins mid-stream.
         if self.throttle.is_set():
@@ -141,14 +154,15 @@ class ConfluentMember(Member):
             "session.timeout.ms": 10000, "heartbeat.interval.ms": 300,
             "max.poll.interval.ms": 30000, "fetch.message.max.bytes": 1024,
             **({"group.instance.id": self.instance} if self.instance else {}),
+            **({"partition.assignment.strategy": self.strategy} if self.strategy else {}),
         })
 
         def on_assign(consumer: Any, parts: list[Any]) -> None:
-            self.assignments.append({p.partition for p in parts})
+            self.on_assigned({p.partition for p in parts})
 
         def on_revoke(consumer: Any, parts: list[Any]) -> None:
             self._commit(consumer)
-            self.assignments.append(set())
+            self.on_revoked({p.partition for p in parts})
 
         c.subscribe([self.topic], on_assign=on_assign, on_revoke=on_revoke)
         try:
@@ -174,13 +188,20 @@ class ConfluentMember(Member):
 class KafkaPythonMember(Member):
     def run(self) -> None:
         from kafka import AsyncConsumerRebalanceListener, KafkaConsumer
+        from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
+        from kafka.coordinator.assignors.range import RangePartitionAssignor
+        from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
         from kafka.errors import CommitFailedError, KafkaError
 
+        assignors = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor,
+                     "cooperative-sticky": CooperativeStickyAssignor}
+        extra = ({"partition_assignment_strategy": [assignors[n] for n in self.strategy.split(",")]}
+                 if self.strategy else {})
         c = KafkaConsumer(
             bootstrap_servers=self.bootstrap, group_id=self.group, client_id=self.name,
             auto_offset_reset="earliest", enable_auto_commit=False, max_poll_records=50,
             session_timeout_ms=10000, heartbeat_interval_ms=300, max_poll_interval_ms=30000,
-            max_partition_fetch_bytes=1024, group_instance_id=self.instance,
+            max_partition_fetch_bytes=1024, group_instance_id=self.instance, **extra,
         )
         member = self
 
@@ -199,10 +220,10 @@ class KafkaPythonMember(Member):
                         await c.commit_async()
                     except (CommitFailedError, KafkaError) as e:
                         member.commit_errors.append(repr(e))
-                member.assignments.append(set())
+                member.on_revoked({tp.partition for tp in revoked})
 
             async def on_partitions_assigned(self, assigned: Any) -> None:
-                member.assignments.append({tp.partition for tp in assigned})
+                member.on_assigned({tp.partition for tp in assigned})
 
         c.subscribe([self.topic], listener=Listener())
         try:
@@ -246,10 +267,10 @@ class AiokafkaMember(Member):
             async def on_partitions_revoked(self, revoked: Any) -> None:
                 if revoked:
                     await commit()
-                member.assignments.append(set())
+                member.on_revoked({tp.partition for tp in revoked})
 
             async def on_partitions_assigned(self, assigned: Any) -> None:
-                member.assignments.append({tp.partition for tp in assigned})
+                member.on_assigned({tp.partition for tp in assigned})
 
         await c.start()
         c.subscribe([self.topic], listener=Listener())

@@ -255,8 +255,9 @@ def _header_parts(headers: pa.Array, lo: int, hi: int):
         valid = lst.is_valid().to_numpy(zero_copy_only=False)
         counts = np.where(valid, counts, 0)
     structs = lst.values.slice(int(loffs[0]), int(loffs[-1] - loffs[0]))
-    keys = as_binary_array(structs.field(0))
-    vals = as_binary_array(structs.field(1))
+    names = [f.name for f in structs.type]
+    keys = as_binary_array(structs.field(names.index("key") if "key" in names else 0))
+    vals = as_binary_array(structs.field(names.index("value") if "value" in names else 1))
     if structs.offset or keys.offset:
         pass  # binary_parts honours slice offsets
     ko, kd, _ = binary_parts(keys)

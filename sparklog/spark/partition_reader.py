@@ -82,8 +82,10 @@ def read_range(
                 timeout_ms=options.poll_timeout_ms,
                 include_headers=options.include_headers,
             )
-        except OffsetOutOfRangeError:
-            log_start = _log_start(conf, r.topic, r.partition, options.isolation_level)
+        except OffsetOutOfRangeError as err:
+            log_start = getattr(err, "log_start_offset", None)
+            if log_start is None or log_start < 0:
+                log_start = _log_start(conf, r.topic, r.partition, options.isolation_level)
             if log_start <= pos:
                 raise
             report_data_loss(

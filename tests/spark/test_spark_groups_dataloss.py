@@ -31,11 +31,11 @@ def test_group_id_commits_make_lag_visible(spark, bootstrap, admin, topic_factor
         .trigger(availableNow=True)
         .start()
     )
-    assert q.awaitTermination(120) and q.exception() is None
+    assert q.awaitTermination(300) and q.exception() is None
     want = {_tp(t, 0): 30, _tp(t, 1): 20}
     wait_for(
         lambda: admin.list_consumer_group_offsets(group) == want,
-        30,
+        60,
         what="group offsets = end of the topic",
     )
     # new data shows up as lag: log end - committed
@@ -63,7 +63,7 @@ def _run(spark, bootstrap, topic, out, ckpt, fail_on_data_loss):
         .start()
     )
     try:
-        q.awaitTermination(120)
+        q.awaitTermination(300)
     except Exception as exc:  # StreamingQueryException
         return exc
     return q.exception()

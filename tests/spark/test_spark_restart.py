@@ -45,7 +45,7 @@ def test_stop_mid_stream_and_restart(spark, bootstrap, topic_factory, tmp_path):
     q = _start(spark, bootstrap, t, out, ckpt)
     wait_for(
         lambda: q.lastProgress is not None and q.lastProgress["batchId"] >= 2,
-        90,
+        240,
         what="3 micro-batches",
     )
     q.stop()
@@ -54,7 +54,7 @@ def test_stop_mid_stream_and_restart(spark, bootstrap, topic_factory, tmp_path):
     more = [f"s{i}" for i in range(50)]
     produce(bootstrap, t, [v.encode() for v in more])
     q = _start(spark, bootstrap, t, out, ckpt, available_now=True, max_offsets=100)
-    assert q.awaitTermination(120) and q.exception() is None
+    assert q.awaitTermination(300) and q.exception() is None
     _assert_exactly_once(spark, out, first + more)
 
 
@@ -84,7 +84,7 @@ def test_sigkill_mid_stream_and_restart(spark, bootstrap, topic_factory, tmp_pat
             lambda: (
                 commits.is_dir() and len([p for p in commits.iterdir() if p.name.isdigit()]) >= 3
             ),
-            120,
+            400,
             what="3 committed batches in the child",
         )
     finally:
@@ -92,5 +92,5 @@ def test_sigkill_mid_stream_and_restart(spark, bootstrap, topic_factory, tmp_pat
         child.wait(30)
     assert child.returncode == -signal.SIGKILL
     q = _start(spark, bootstrap, t, out, ckpt, available_now=True, max_offsets=1000)
-    assert q.awaitTermination(120) and q.exception() is None
+    assert q.awaitTermination(300) and q.exception() is None
     _assert_exactly_once(spark, out, values)

@@ -9,7 +9,7 @@ from spark_helpers import produce, source, wait_for
 def _run_available_now(spark, df):
     name = f"q_{uuid.uuid4().hex[:8]}"
     q = df.writeStream.format("memory").queryName(name).trigger(availableNow=True).start()
-    assert q.awaitTermination(120)
+    assert q.awaitTermination(300)
     assert q.exception() is None
     sizes = [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]]
     return name, sizes
@@ -67,7 +67,7 @@ def test_min_offsets_per_trigger_waits_for_enough_data(spark, bootstrap, topic_f
         produce(bootstrap, t, [b"late"] * 20, partition=0)
         wait_for(
             lambda: spark.sql(f"select count(*) c from {name}").first().c == 25,
-            60,
+            240,
             what="the delayed batch",
         )
         assert [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]] == [25]
@@ -82,9 +82,9 @@ def test_available_now_drains_exactly_the_backlog(spark, bootstrap, topic_factor
     df = source(spark, bootstrap, subscribe=t, startingOffsets="earliest", maxOffsetsPerTrigger=8)
     q = df.writeStream.format("memory").queryName(name).trigger(availableNow=True).start()
     # once the first batch ran, the target offsets are fixed: this data must not be read
-    wait_for(lambda: q.lastProgress is not None or not q.isActive, 60, what="first batch")
+    wait_for(lambda: q.lastProgress is not None or not q.isActive, 240, what="first batch")
     produce(bootstrap, t, [b"new%d" % i for i in range(30)])
-    assert q.awaitTermination(120) and q.exception() is None
+    assert q.awaitTermination(300) and q.exception() is None
     values = sorted(bytes(r.value) for r in spark.sql(f"select value from {name}").collect())
     assert values == sorted(b"old%d" % i for i in range(50))
     sizes = [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]]

@@ -69,7 +69,7 @@ def test_stream_write_with_topic_column(spark, bootstrap, topic_factory, tmp_pat
         .trigger(availableNow=True)
         .start()
     )
-    assert q.awaitTermination(120) and q.exception() is None
+    assert q.awaitTermination(300) and q.exception() is None
     even = sorted(int(m.value()) for m in _consume_all(bootstrap, out_a, 20))
     odd = sorted(int(m.value()) for m in _consume_all(bootstrap, out_b, 20))
     assert even == list(range(0, 40, 2)) and odd == list(range(1, 40, 2))

@@ -28,6 +28,7 @@ A group lives in partition ``abs(javaHashCode(group)) % offsets.topic.num.partit
 from __future__ import annotations
 
 import logging
+import struct
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -115,13 +116,26 @@ class GroupKey:
 # --------------------------------------------------------------------------- encoders
 
 
+_H = struct.Struct(">h")
+_I = struct.Struct(">i")
+_V3_HEAD = struct.Struct(">hqi")
+_Q = struct.Struct(">q")
+
+
+def _str16(s: str) -> bytes:
+    b = s.encode()
+    if len(b) > 0x7FFF:
+        raise ValueError(f"string of {len(b)} bytes exceeds the int16 length")
+    return _H.pack(len(b)) + b
+
+
+def offset_key_prefix(group: str, topic: str) -> bytes:
+    """Everything of an offset key but the partition (commits share it per topic)."""
+    return _H.pack(OFFSET_KEY_VERSION) + _str16(group) + _str16(topic)
+
+
 def encode_offset_key(group: str, topic: str, partition: int) -> bytes:
-    w = Writer()
-    w.int16(OFFSET_KEY_VERSION)
-    w.string(group)
-    w.string(topic)
-    w.int32(partition)
-    return w.getvalue()
+    return offset_key_prefix(group, topic) + _I.pack(partition)
 
 
 def encode_group_key(group: str) -> bytes:
@@ -133,20 +147,11 @@ def encode_group_key(group: str) -> bytes:
 
 def encode_offset_value(om: OffsetAndMetadata) -> bytes:
     """v3, or v1 when an explicit expire timestamp must be kept (as Kafka does)."""
-    w = Writer()
     if om.expire_timestamp is not None:
-        w.int16(1)
-        w.int64(om.offset)
-        w.string(om.metadata)
-        w.int64(om.commit_timestamp)
-        w.int64(om.expire_timestamp)
-        return w.getvalue()
-    w.int16(OFFSET_VALUE_VERSION)
-    w.int64(om.offset)
-    w.int32(om.leader_epoch)
-    w.string(om.metadata)
-    w.int64(om.commit_timestamp)
-    return w.getvalue()
+        return (_H.pack(1) + _Q.pack(om.offset) + _str16(om.metadata)
+                + _Q.pack(om.commit_timestamp) + _Q.pack(om.expire_timestamp))
+    return (_V3_HEAD.pack(OFFSET_VALUE_VERSION, om.offset, om.leader_epoch)
+            + _str16(om.metadata) + _Q.pack(om.commit_timestamp))
 
 
 def encode_group_value(g: GroupMetadataRecord) -> bytes:
@@ -175,26 +180,59 @@ def encode_group_value(g: GroupMetadataRecord) -> bytes:
 # --------------------------------------------------------------------------- decoders
 
 
+def _short(what: str) -> MalformedFrameError:
+    return MalformedFrameError(f"__consumer_offsets record truncated in {what}")
+
+
+def _fast_str(b: bytes, pos: int) -> tuple[str, int]:
+    """An int16-length string at ``pos`` (replay is per record: struct, not Reader)."""
+    if pos + 2 > len(b):
+        raise _short("string length")
+    (n,) = _H.unpack_from(b, pos)
+    pos += 2
+    if n < 0 or pos + n > len(b):
+        raise _short("string")
+    try:
+        return b[pos:pos + n].decode(), pos + n
+    except UnicodeDecodeError as e:
+        raise MalformedFrameError(f"invalid UTF-8 in __consumer_offsets record: {e}") from None
+
+
 def decode_key(key: bytes | memoryview) -> OffsetKey | GroupKey:
-    r = Reader(key)
-    version = r.int16()
+    b = bytes(key)
+    if len(b) < 2:
+        raise _short("key version")
+    (version,) = _H.unpack_from(b, 0)
     if version in (0, 1):
-        return OffsetKey(r.string(), r.string(), r.int32())
+        group, pos = _fast_str(b, 2)
+        topic, pos = _fast_str(b, pos)
+        if pos + 4 > len(b):
+            raise _short("partition")
+        return OffsetKey(group, topic, _I.unpack_from(b, pos)[0])
     if version == 2:
-        return GroupKey(r.string())
+        return GroupKey(_fast_str(b, 2)[0])
     raise MalformedFrameError(f"unknown __consumer_offsets key version {version}")
 
 
 def decode_offset_value(value: bytes | memoryview) -> OffsetAndMetadata:
-    r = Reader(value)
-    version = r.int16()
+    b = bytes(value)
+    if len(b) < 2:
+        raise _short("value version")
+    (version,) = _H.unpack_from(b, 0)
+    if version == 3:
+        if len(b) < 14:
+            raise _short("offset")
+        _, offset, epoch = _V3_HEAD.unpack_from(b, 0)
+        metadata, pos = _fast_str(b, 14)
+        if pos + 8 > len(b):
+            raise _short("commit timestamp")
+        return OffsetAndMetadata(offset, epoch, metadata, _Q.unpack_from(b, pos)[0])
+    r = Reader(b, 2)
     if version in (0, 2):
         return OffsetAndMetadata(r.int64(), NO_LEADER_EPOCH, r.string(), r.int64())
     if version == 1:
         offset, metadata, ts, expire = r.int64(), r.string(), r.int64(), r.int64()
         return OffsetAndMetadata(offset, NO_LEADER_EPOCH, metadata, ts, expire)
-    if version == 3:
-        return OffsetAndMetadata(r.int64(), r.int32(), r.string(), r.int64())
     if version == 4:
         om = OffsetAndMetadata(r.int64(), r.int32(), r.compact_string(), r.int64())
         r.tagged_fields()
@@ -353,10 +391,13 @@ class GroupStore:
                       offsets: dict[tuple[str, int], OffsetAndMetadata], now_ms: int) -> None:
         if not offsets:
             return
-        records: list[tuple[bytes, bytes | None]] = [
-            (encode_offset_key(group_id, t, p), encode_offset_value(om))
-            for (t, p), om in offsets.items()
-        ]
+        prefixes: dict[str, bytes] = {}
+        records: list[tuple[bytes, bytes | None]] = []
+        for (t, p), om in offsets.items():
+            prefix = prefixes.get(t)
+            if prefix is None:
+                prefix = prefixes[t] = offset_key_prefix(group_id, t)
+            records.append((prefix + _I.pack(p), encode_offset_value(om)))
         self.log.append(self.partition_for(group_id), records, now_ms)
 
     def delete_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]],
@@ -374,37 +415,32 @@ class GroupStore:
                         [(encode_group_key(group_id), encode_group_value(metadata))], now_ms)
 
     def load(self) -> dict[str, LoadedGroup]:
-        """Replay every partition; later records win, tombstones remove."""
+        """Replay every partition; later records win, tombstones remove.
+
+        Only the last record of each key matters (as after compaction), so records are
+        first reduced per key as raw bytes and only the survivors are decoded: replay
+        costs a dict store per record plus one decode per live key."""
         groups: dict[str, LoadedGroup] = {}
         for p in range(self.num_partitions):
+            latest: dict[bytes, bytes | None] = {}
             for key, value in self.log.scan(p):
+                latest[key] = value
+            for key, value in latest.items():
+                if value is None:
+                    continue
                 try:
                     k = decode_key(key)
                 except MalformedFrameError as e:
                     log.warning("skipping unreadable __consumer_offsets-%d key: %s", p, e)
                     continue
                 g = groups.get(k.group)
-                if isinstance(k, OffsetKey):
-                    tp = (k.topic, k.partition)
-                    if value is None:
-                        if g is not None:
-                            g.offsets.pop(tp, None)
-                        continue
-                    if g is None:
-                        g = groups[k.group] = LoadedGroup(k.group)
-                    try:
-                        g.offsets[tp] = decode_offset_value(value)
-                    except MalformedFrameError as e:
-                        log.warning("skipping unreadable offset of group %r: %s", k.group, e)
-                else:
-                    if value is None:
-                        if g is not None:
-                            g.metadata = None
-                        continue
-                    if g is None:
-                        g = groups[k.group] = LoadedGroup(k.group)
-                    try:
+                if g is None:
+                    g = groups[k.group] = LoadedGroup(k.group)
+                try:
+                    if isinstance(k, OffsetKey):
+                        g.offsets[(k.topic, k.partition)] = decode_offset_value(value)
+                    else:
                         g.metadata = decode_group_value(value)
-                    except MalformedFrameError as e:
-                        log.warning("skipping unreadable metadata of group %r: %s", k.group, e)
+                except MalformedFrameError as e:
+                    log.warning("skipping unreadable record of group %r: %s", k.group, e)
         return {gid: g for gid, g in groups.items() if g.metadata is not None or g.offsets}

@@ -552,7 +552,11 @@ class GroupCoordinator:
                 # No rebalance: the member gets the current generation and re-syncs its
                 # assignment. It is told the *old* leader id so it does not reassign.
                 old.protocols = protocols
-                self._persist_group(group)
+                try:
+                    self._persist_group(group)
+                except Exception:  # noqa: BLE001 - the in-memory state is authoritative
+                    log.exception("group %s: storing the new static member id failed",
+                                  group.group_id)
                 return JoinResult(ErrorCode.NONE, group.generation_id, group.protocol_type,
                                   group.protocol_name, current_leader or "", new_id)
             return self._update_member_and_rebalance(group, old, rebalance_timeout_ms,
@@ -645,7 +649,10 @@ class GroupCoordinator:
             group.leader_id = None
             group.transition(GroupState.EMPTY, now)
             log.info("group %s: generation %d is empty", group.group_id, group.generation_id)
-            self._persist_group(group)
+            try:
+                self._persist_group(group)
+            except Exception:  # noqa: BLE001 - a timer callback: log, the state stands
+                log.exception("group %s: storing the empty group failed", group.group_id)
             self._maybe_forget(group)
             return
         group.protocol_name = group.select_protocol()

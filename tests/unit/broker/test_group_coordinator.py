@@ -598,3 +598,39 @@ def test_absent_static_member_keeps_its_place_through_a_rebalance() -> None:
         assert s1 not in gc.groups["g"].members
 
     run(main())
+
+
+class BrokenDiskLog(MemoryRecordLog):
+    """Appends fail while ``broken`` (a full or failing disk)."""
+
+    broken = False
+
+    def append(self, partition: int, records: list, timestamp_ms: int) -> None:
+        if self.broken:
+            raise OSError(28, "No space left on device")
+        super().append(partition, records, timestamp_ms)
+
+
+def test_storage_failures_become_error_codes() -> None:
+    async def main() -> None:
+        disk = BrokenDiskLog()
+        gc, clock = make(store=GroupStore(disk, 5))
+        disk.broken = True
+        res = gc.commit_offsets("solo", -1, "", None, {("t", 0): OffsetAndMetadata(1)})
+        assert res == {("t", 0): E.COORDINATOR_NOT_AVAILABLE}
+        assert gc.fetch_offsets("solo", None)[1] == {}  # nothing acknowledged, nothing kept
+        t = await join_new(gc, clock)
+        await clock.advance(0)
+        r = t.result()
+        s = await asyncio.wait_for(
+            gc.sync_group("g", 1, r.member_id, None, {r.member_id: b"A"}), 1)
+        assert s.error == E.COORDINATOR_NOT_AVAILABLE  # the group could not be stored
+        assert gc.groups["g"].state is GroupState.PREPARING_REBALANCE
+        # The last member leaving still empties the group (the failed write is logged).
+        assert gc.leave_group("g", [(r.member_id, None)]) == (E.NONE, [E.NONE])
+        assert gc.groups["g"].state is GroupState.EMPTY
+        disk.broken = False
+        assert gc.commit_offsets("solo", -1, "", None, {("t", 0): OffsetAndMetadata(2)}) == {
+            ("t", 0): E.NONE}
+
+    run(main())

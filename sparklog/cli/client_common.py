@@ -23,7 +23,7 @@ def add_common(p: argparse.ArgumentParser) -> None:
                    help=f"broker(s) to connect to (default {DEFAULT_BOOTSTRAP})")
     p.add_argument("--command-config", default=None, metavar="FILE",
                    help="client properties file (Kafka key names)")
-    p.add_argument("--command-property", action="append", default=[], metavar="KEY=VALUE",
+    p.add_argument("--command-property", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
                    help="one client property (repeatable)")
     p.add_argument("--verbose", action="store_true", help="show tracebacks on errors")
 

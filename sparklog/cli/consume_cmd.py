@@ -42,7 +42,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="one JSON object per message")
     p.add_argument("--isolation-level", default="read_uncommitted",
                    choices=["read_uncommitted", "read_committed"])
-    p.add_argument("--consumer-property", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--consumer-property", action="extend", nargs="+", default=[], metavar="KEY=VALUE")
     p.set_defaults(func=wrap(_run))
     return p
 

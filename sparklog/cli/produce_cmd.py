@@ -25,11 +25,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--acks", default="all", choices=["all", "-1", "0", "1"])
     p.add_argument("--compression", default="none",
                    choices=["none", "gzip", "snappy", "lz4", "zstd"])
-    p.add_argument("--header", action="append", default=[], metavar="KEY=VALUE",
+    p.add_argument("--header", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
                    help="header added to every message (repeatable)")
     p.add_argument("--partition", type=int, default=None)
     p.add_argument("--linger-ms", type=int, default=5)
-    p.add_argument("--producer-property", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--producer-property", action="extend", nargs="+", default=[], metavar="KEY=VALUE")
     p.set_defaults(func=wrap(_run))
     return p
 
@@ -37,7 +37,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def _run(args: argparse.Namespace) -> int:
     from sparklog.client import Producer
 
-    headers = [(k, v.encode()) for k, v in parse_kv(args.header, "--header").items()] or None
+    headers = None
+    if args.header:
+        parse_kv(args.header, "--header")  # validates
+        headers = [(h.partition("=")[0].strip(), h.partition("=")[2].encode())
+                   for h in args.header]
     conf = client_config(args, **{"acks": args.acks, "compression.type": args.compression,
                                   "linger.ms": args.linger_ms})
     conf.update(parse_kv(args.producer_property, "--producer-property"))

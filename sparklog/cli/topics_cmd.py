@@ -22,7 +22,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     c.add_argument("--topic", required=True)
     c.add_argument("--partitions", type=int, default=None)
     c.add_argument("--replication-factor", type=int, default=None)
-    c.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
+    c.add_argument("--config", action="extend", nargs="+", default=[], metavar="KEY=VALUE")
     c.add_argument("--if-not-exists", action="store_true")
     c.set_defaults(func=wrap(_create))
 
@@ -41,8 +41,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     add_common(a)
     a.add_argument("--topic", required=True)
     a.add_argument("--partitions", type=int, default=None)
-    a.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
-    a.add_argument("--delete-config", action="append", default=[], metavar="KEY")
+    a.add_argument("--config", action="extend", nargs="+", default=[], metavar="KEY=VALUE")
+    a.add_argument("--delete-config", action="extend", nargs="+", default=[], metavar="KEY")
     a.set_defaults(func=wrap(_alter))
 
     x = sub.add_parser("delete", help="delete a topic")

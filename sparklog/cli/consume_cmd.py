@@ -47,10 +47,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
-def _text(b: bytes | None) -> str:
-    if b is None:
-        return "null"
-    return b.decode("utf-8", errors="replace")
+def _raw(b: bytes | None) -> bytes:
+    return b"null" if b is None else b
 
 
 def _json_bytes(b: bytes | None) -> Any:
@@ -62,7 +60,9 @@ def _json_bytes(b: bytes | None) -> Any:
         return {"base64": base64.b64encode(b).decode()}
 
 
-def format_record(r: Any, args: argparse.Namespace) -> str:
+def format_record(r: Any, args: argparse.Namespace) -> bytes:
+    """One output line (without newline). Keys and values are written as raw bytes, as
+    Kafka's console consumer does, so binary payloads survive a pipe."""
     if args.json:
         return json.dumps({
             "topic": r.topic, "partition": r.partition, "offset": r.offset,
@@ -70,22 +70,23 @@ def format_record(r: Any, args: argparse.Namespace) -> str:
             "timestampType": "LogAppendTime" if r.timestamp_type == 1 else "CreateTime",
             "key": _json_bytes(r.key), "value": _json_bytes(r.value),
             "headers": [{"key": k, "value": _json_bytes(v)} for k, v in r.headers],
-        }, ensure_ascii=False)
-    parts = []
+        }, ensure_ascii=False).encode()
+    parts: list[bytes] = []
     if args.print_timestamp:
         kind = "LogAppendTime" if r.timestamp_type == 1 else "CreateTime"
-        parts.append(f"{kind}:{r.timestamp}")
+        parts.append(f"{kind}:{r.timestamp}".encode())
     if args.print_partition:
-        parts.append(f"Partition:{r.partition}")
+        parts.append(f"Partition:{r.partition}".encode())
     if args.print_offset:
-        parts.append(f"Offset:{r.offset}")
+        parts.append(f"Offset:{r.offset}".encode())
     if args.print_headers:
-        parts.append(",".join(f"{k}:{_text(v)}" for k, v in r.headers) or "NO_HEADERS")
+        parts.append(b",".join(k.encode() + b":" + _raw(v) for k, v in r.headers)
+                     or b"NO_HEADERS")
     if args.print_key:
-        parts.append(_text(r.key))
-    parts.append(_text(r.value))
-    return (args.key_separator if args.print_key else "\t").join(parts) \
-        if len(parts) > 1 else parts[0]
+        parts.append(_raw(r.key))
+    parts.append(_raw(r.value))
+    sep = args.key_separator.encode()  # Kafka separates every column with key.separator
+    return sep.join(parts)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -113,7 +114,7 @@ def _run(args: argparse.Namespace) -> int:
         stop = True
 
     old = signal.signal(signal.SIGTERM, on_term)
-    out = sys.stdout
+    out = sys.stdout.buffer
     try:
         if args.group:
             consumer.subscribe([args.topic])
@@ -151,7 +152,7 @@ def _run(args: argparse.Namespace) -> int:
             want = 500 if args.max_messages is None else min(500, args.max_messages - count)
             recs = consumer.consume(want, 0.5 if left is None else min(left, 0.5))
             if recs:
-                out.write("\n".join(format_record(r, args) for r in recs) + "\n")
+                out.write(b"\n".join(format_record(r, args) for r in recs) + b"\n")
                 out.flush()
                 count += len(recs)
         if args.group:

@@ -245,3 +245,17 @@ def test_perf_produce_and_consume_summaries(server):
     final = out.strip().splitlines()[-1]
     assert final.startswith("30000 records received, ") and "ms 99.9th." in final
     assert ok(sl(server, "offsets", "--topic", t)).count(":") == 4
+
+
+def test_binary_payloads_pass_through_produce_and_consume(server):
+    t = _t("bin")
+    ok(sl(server, "topics", "create", "--topic", t, "--partitions", "1"))
+    payload = bytes(b for b in range(256) if b not in (10, 13))
+    ok(sl(server, "produce", "--topic", t, stdin=payload + b"\n" + b"\xff\xfe\n"))
+    res = sl(server, "consume", "--topic", t, "--from-beginning", "--max-messages", "2")
+    assert res.returncode == 0
+    assert res.stdout == payload + b"\n" + b"\xff\xfe\n"
+    rec = json.loads(ok(sl(server, "consume", "--topic", t, "--from-beginning",
+                           "--max-messages", "1", "--json")))
+    import base64
+    assert base64.b64decode(rec["value"]["base64"]) == payload

@@ -536,19 +536,23 @@ class Producer:
         with self._lock:
             flushing = self._flushing > 0 or self._closed
             for tp, q in self._queues.items():
+                leader = md.leader_for(tp)
                 b = q.open
-                if b is not None:
+                if b is not None and not q.ready:
                     due = b.created + linger
-                    if flushing or due <= now:
+                    # an open batch keeps filling while its broker has no free request
+                    # slot; a completing request wakes us to close it then
+                    busy = leader is not None and \
+                        self._in_flight.get(leader, 0) >= self.max_in_flight
+                    if (flushing or due <= now) and not busy:
                         self._close_batch(q, b)
-                    else:
+                    elif not busy:
                         w = due - now
                         next_wake = w if next_wake is None else min(next_wake, w)
                 if not q.ready:
                     continue
                 if self.idempotent and q.in_flight and q.ready[0].attempts:
                     continue  # a retry waits for its partition's requests to settle
-                leader = md.leader_for(tp)
                 if leader is None:
                     need_metadata = True
                     continue

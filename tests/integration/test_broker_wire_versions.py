@@ -6,6 +6,7 @@ test_broker_clients; this covers the rest of each advertised range.)"""
 from __future__ import annotations
 
 import pytest
+from kafka_wire import KafkaWire
 
 from sparklog.broker.dispatch import load_handlers, registered
 from sparklog.protocol.errors import ErrorCode
@@ -23,8 +24,6 @@ def _versions(key: int) -> list[int]:
 
 @pytest.fixture(scope="module")
 def wire(cluster):
-    from conftest import KafkaWire
-
     w = KafkaWire(cluster.bootstrap_servers)
     creq = API_BY_KEY[19].request
     w.call(19, 3, creq(topics=[creq.CreatableTopic(name=TOPIC, num_partitions=2,

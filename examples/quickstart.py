@@ -119,7 +119,9 @@ def main(argv: list[str] | None = None) -> int:
         produced_s = time.monotonic() - t0
 
         print("[5/5] waiting for the counts to cover every event", flush=True)
-        summary = _wait_for_counts(spark, bootstrap, counts_start, args.events, args.timeout)
+        summary = _wait_for_counts(
+            spark, queries, bootstrap, counts_start, args.events, args.timeout
+        )
         elapsed = time.monotonic() - t0
         for q in queries:
             q.stop()
@@ -167,6 +169,7 @@ def _spark():  # noqa: ANN202
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.ui.showConsoleProgress", "false")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
@@ -204,7 +207,7 @@ def _start_queries(spark, bootstrap: str, work: str, skip: int) -> list:  # noqa
         .option("bootstrap.servers", bootstrap)
         .option("topic", COUNTS_TOPIC)
         .option("checkpointLocation", os.path.join(work, "to-topic"))
-        .outputMode("update")
+        .outputMode("complete")  # Python sinks have no Update mode in Spark 4.2
         .trigger(processingTime="1 second")
         .start()
     )
@@ -222,16 +225,20 @@ def _start_queries(spark, bootstrap: str, work: str, skip: int) -> list:  # noqa
 
 
 def _wait_for_counts(
-    spark,
+    spark,  # noqa: ANN001
+    queries: list,
     bootstrap: str,
     start: dict[str, int],
     expected: int,
-    timeout: float,  # noqa: ANN001
+    timeout: float,
 ) -> list[tuple[str, str, int]]:
     """Read the counts topic back (batch read); the latest update per key is the count."""
     deadline = time.monotonic() + timeout
     summary: list[tuple[str, str, int]] = []
     while time.monotonic() < deadline:
+        for q in queries:
+            if q.exception() is not None:
+                raise RuntimeError(f"streaming query failed: {q.exception()}")
         df = (
             spark.read.format("sparklog")
             .option("bootstrap.servers", bootstrap)

@@ -1,7 +1,7 @@
 """Word count, the Kafka Streams demo (WordCountDemo) done with Spark on sparklog.
 
 Kafka Streams' classic demo reads lines from ``streams-plaintext-input``, splits them into
-lower-cased words, keeps a running count per word, and writes every updated count to
+lower-cased words, keeps a running count per word, and writes the counts to
 ``streams-wordcount-output`` with the word as key and the count as an 8-byte big-endian long
 (Kafka's LongSerializer). The same job as a Structured Streaming query is a few lines; the
 output topic has exactly the demo's format, so Kafka's own console consumer with
@@ -68,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
             .config("spark.driver.bindAddress", "127.0.0.1")
             .config("spark.ui.enabled", "false")
             .config("spark.sql.shuffle.partitions", "2")
+            .config("spark.ui.showConsoleProgress", "false")
             .getOrCreate()
         )
         spark.sparkContext.setLogLevel("ERROR")
@@ -91,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
             .option("bootstrap.servers", bootstrap)
             .option("topic", OUTPUT)
             .option("checkpointLocation", tempfile.mkdtemp(prefix="sparklog-wc-ckpt-"))
-            .outputMode("update")
+            .outputMode("complete")  # Python sinks have no Update mode in Spark 4.2
             .trigger(availableNow=True)
             .start()
         )

@@ -70,6 +70,9 @@ class SparklogDataSource(DataSource):
         return SparklogBatchWriter(options)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        # overwrite=True is Spark's Complete output mode: like Spark's Kafka sink, every
+        # trigger appends the whole result table (a log cannot be truncated).
+        del overwrite
         options = parse_sink_options(self.options)
         check_sink_schema(schema, options)
         return SparklogStreamWriter(options)  # type: ignore[return-value]

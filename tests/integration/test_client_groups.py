@@ -149,3 +149,47 @@ def test_manual_commit_seek_pause_and_committed(cluster):
     c.commit(asynchronous=False)
     assert c.committed([tp0, tp1]) == {tp0: 10, tp1: 10}
     c.close()
+
+
+def test_mixed_group_with_confluent_kafka_member(cluster):
+    """A sparklog consumer and a librdkafka consumer share one group: the subscription and
+    assignment bytes are understood both ways, whoever is the leader."""
+    bs = cluster.bootstrap_servers
+    topic = f"mixed-{uuid.uuid4().hex[:6]}"
+    group = f"gx-{uuid.uuid4().hex[:6]}"
+    with AdminClient({"bootstrap.servers": bs}) as admin:
+        admin.create_topics([NewTopic(topic, 6)])
+    with Producer({"bootstrap.servers": bs}) as p:
+        p.produce_arrow(topic, pa.array([f"v{i}".encode() for i in range(300)]),
+                        keys=pa.array([f"k{i}".encode() for i in range(300)]))
+        assert p.flush(30) == 0
+    mine = Member({"bootstrap.servers": bs, "group.id": group, "auto.offset.reset": "earliest",
+                   "partition.assignment.strategy": "range", "heartbeat.interval.ms": 200,
+                   "session.timeout.ms": 6000}, topic)
+    mine.start()
+    ck = CKConsumer({"bootstrap.servers": bs, "group.id": group, "auto.offset.reset": "earliest",
+                     "partition.assignment.strategy": "range", "heartbeat.interval.ms": 200,
+                     "session.timeout.ms": 6000, "enable.auto.commit": True})
+    ck.subscribe([topic])
+    ck_records: list = []
+    ck_assigned: set = set()
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            for m in ck.consume(100, 0.2):
+                if m.error() is None:
+                    ck_records.append((m.partition(), m.offset()))
+            ck_assigned = {tp.partition for tp in ck.assignment()}
+            mine_parts = {tp.partition for tp in mine.assigned}
+            done = len(set(ck_records) | {(r.partition, r.offset) for r in mine.records}) == 300
+            if ck_assigned and mine_parts and not (ck_assigned & mine_parts) \
+                    and len(ck_assigned | mine_parts) == 6 and done:
+                break
+        assert mine.error is None
+        assert len(ck_assigned) == 3 and len(mine.assigned) == 3
+        assert not ck_assigned & {tp.partition for tp in mine.assigned}
+        assert len(set(ck_records) | {(r.partition, r.offset) for r in mine.records}) == 300
+    finally:
+        ck.close()
+        mine.stop_flag.set()
+        mine.join(20)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ from typing import Any
 import confluent_kafka as ck
 from confluent_kafka import ConsumerGroupTopicPartitions
 from confluent_kafka.admin import AdminClient
-from groups_helpers import GROUP_BROKER_CONFIG, create_topic, produce
+from groups_helpers import GROUP_BROKER_CONFIG, KCAT, create_topic, produce
 
 from sparklog.cluster.embedded import EmbeddedCluster
 
@@ -165,7 +166,7 @@ def test_committed_offsets_survive_sigkill(tmp_path: Path, server_factory: Any) 
     bs = srv.bootstrap_servers
     topic = "kill-topic"
     create_topic(bs, topic, PARTITIONS)
-    produce(bs, topic, 300)
+    produced = produce(bs, topic, 300)
     consume_all_and_commit(bs, "g-kill", topic, 300, {0: 11, 1: 22, 2: 33})
     alter_standalone(bs, "g-kill-standalone", topic, {1: 5})
     srv.kill()  # no shutdown: what was acknowledged is in the log (page cache) already
@@ -175,6 +176,11 @@ def test_committed_offsets_survive_sigkill(tmp_path: Path, server_factory: Any) 
         assert offs == {c: {0: 11, 1: 22, 2: 33} for c in offs}
         assert committed_by_each_client(bs, "g-kill-standalone", topic)["kafka-python"] == {
             0: None, 1: 5, 2: None}
+        # kcat's balanced consumer resumes exactly at the committed offsets.
+        out = subprocess.run([KCAT, "-b", bs, "-G", "g-kill", topic, "-e", "-q",
+                              "-f", "%p %o\n"], capture_output=True, timeout=60, check=True)
+        seen = sorted(tuple(map(int, line.split())) for line in out.stdout.splitlines())
+        assert seen == sorted((p, o) for p, o in produced if o >= {0: 11, 1: 22, 2: 33}[p])
     finally:
         srv.stop()
 

@@ -676,7 +676,8 @@ class GroupCoordinator:
             return ErrorCode.INVALID_GROUP_ID, []
         group = self.groups.get(group_id)
         if group is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID, [ErrorCode.UNKNOWN_MEMBER_ID for _ in members]
+            # As Kafka: each member is unknown; the request itself did not fail.
+            return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID for _ in members]
         if group.is_(GroupState.DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
         errors: list[ErrorCode] = []

@@ -634,3 +634,10 @@ def test_storage_failures_become_error_codes() -> None:
             ("t", 0): E.NONE}
 
     run(main())
+
+
+def test_leave_unknown_group_reports_each_member_unknown() -> None:
+    gc, _ = make()
+    assert gc.leave_group("nope", [("a", None), ("", "inst")]) == (
+        E.NONE, [E.UNKNOWN_MEMBER_ID, E.UNKNOWN_MEMBER_ID])
+    assert gc.leave_group("", [("a", None)]) == (E.INVALID_GROUP_ID, [])

@@ -34,8 +34,12 @@ log = logging.getLogger(__name__)
 
 __all__ = ["AsyncClient", "ClientConfig", "conf_bool", "conf_int"]
 
-# Highest version this client sends per API: Fetch stays on topic names (v13+ uses ids).
-_CLIENT_MAX = {1: 12}
+# Highest version this client sends per API, where a newer version changes the request's
+# shape and the client fills only the older one: Fetch stays on topic names (v13+ uses ids),
+# FindCoordinator on one key (v4+ batches keys), OffsetFetch on one group (v8+ batches
+# groups), DeleteTopics on names (v6+ takes topic states), AddPartitionsToTxn on the
+# client form (v4+ is the broker-batched form).
+_CLIENT_MAX = {1: 12, 10: 3, 9: 7, 20: 5, 24: 3}
 
 # errors after which cached metadata is presumed stale
 STALE_METADATA = frozenset({

@@ -219,3 +219,21 @@ def test_idempotent_producer_duplicates_and_gaps(cluster, kafka_wire):
     assert code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
     assert send(batch(6)) == (0, 6)
     assert cluster.broker.replica_manager.get("idem", 0).log.log_end_offset == 9
+
+
+def test_long_poll_notices_topic_deletion(cluster, kafka_wire):
+    from sparklog.protocol.errors import ErrorCode
+
+    cluster.call(cluster.broker.create_topic, "doomed", 1, 1)
+    w = kafka_wire(cluster.bootstrap_servers)
+    cls = API_BY_KEY[1].request
+    req = cls(replica_id=-1, max_wait_ms=10_000, min_bytes=1, max_bytes=1 << 20,
+              isolation_level=0, session_id=0, session_epoch=-1, topics=[cls.FetchTopic(
+                  topic="doomed", partitions=[cls.FetchPartition(
+                      partition=0, fetch_offset=0, partition_max_bytes=1 << 20)])],
+              forgotten_topics_data=[], rack_id="")
+    threading.Timer(0.3, lambda: cluster.call(cluster.broker.delete_topic, "doomed")).start()
+    t0 = time.monotonic()
+    part = w.call(1, 11, req).responses[0].partitions[0]
+    assert part.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert time.monotonic() - t0 < 5.0

@@ -48,11 +48,11 @@ def _read_pass(ctx: RequestContext, entries: list[_PartitionFetch], request: Any
         r, resp = e.req, e.resp
         resp.records = b""
         try:
-            p = e.partition
-            if p is None:
-                p = (rm.hosted_partition if follower else rm.leader_partition)(
-                    e.topic, r.partition, r.current_leader_epoch)
-                e.partition = p
+            # looked up on every pass: a long poll must notice deletion, leadership moves
+            # and epoch bumps that happened while it waited
+            p = (rm.hosted_partition if follower else rm.leader_partition)(
+                e.topic, r.partition, r.current_leader_epoch)
+            e.partition = p
             plog = p.log
             hw = plog.high_watermark
             lso = getattr(plog, "last_stable_offset", hw)
@@ -97,7 +97,6 @@ def _read_pass(ctx: RequestContext, entries: list[_PartitionFetch], request: Any
                 if aborted is not None and size:
                     resp.aborted_transactions = _aborted(resp, aborted, r.fetch_offset, size)
         except KafkaError as exc:
-            e.partition = None if not isinstance(exc, OffsetOutOfRangeError) else e.partition
             resp.error_code = int(exc.error_code)
             resp.records = b""
             any_error = True

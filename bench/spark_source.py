@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -41,6 +43,23 @@ def fixed_binary(rng: np.random.Generator, n: int, width: int) -> pa.Array:
     data = rng.integers(32, 127, n * width, dtype=np.uint8)
     offsets = np.arange(0, (n + 1) * width, width, dtype=np.int32)
     return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_listening(port: int, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise TimeoutError(f"broker did not listen on {port}")
 
 
 def spark_session(driver_memory: str):  # noqa: ANN201
@@ -84,7 +103,6 @@ def run_query(df, ckpt: str, *, available_now: bool = True, stop_after_rows: int
 
 def main(argv: list[str] | None = None) -> int:
     from sparklog.client import AdminClient, NewTopic, Producer
-    from sparklog.cluster.embedded import EmbeddedCluster
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--records", type=int, default=10_000_000)
@@ -98,10 +116,26 @@ def main(argv: list[str] | None = None) -> int:
     work = tempfile.mkdtemp(prefix="sparklog-bench-")
     rng = np.random.default_rng(1)
 
-    cluster = EmbeddedCluster(os.path.join(work, "broker"))
-    cluster.start()
-    bootstrap = cluster.bootstrap_servers
+    # The broker runs in its own process, as in a deployment: in-process it would share the
+    # GIL with the Spark driver's Python side.
+    port = free_port()
+    broker = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "sparklog.cli.main",
+            "server",
+            "--data-dir",
+            os.path.join(work, "broker"),
+            "--port",
+            str(port),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    bootstrap = f"127.0.0.1:{port}"
     try:
+        wait_listening(port)
         admin = AdminClient({"bootstrap.servers": bootstrap})
         admin.create_topics(
             [
@@ -194,7 +228,8 @@ def main(argv: list[str] | None = None) -> int:
         spark.stop()
         return 0
     finally:
-        cluster.stop()
+        broker.terminate()
+        broker.wait(30)
 
 
 def latency(spark, bootstrap, producer, rate, seconds, work):  # noqa: ANN001, ANN201

@@ -3,8 +3,9 @@
 Three limits, combinable (the smallest end offset wins per partition):
 
 - ``maxOffsetsPerTrigger``: split across partitions in proportion to each one's backlog, as
-  Spark's Kafka source does (a partition's share is rounded down, except that a share below
-  one offset is rounded up so small partitions are never starved).
+  Spark's Kafka source does (a share below one offset is rounded up so small partitions are
+  never starved), except that the rounding remainder is handed out too, so a full trigger
+  admits exactly the limit instead of leaving a few offsets for an extra micro-batch.
 - ``maxBytesPerTrigger``: exact, counted in record-batch bytes as stored in the log. The
   byte budget is split in proportion to backlog too, each partition admits whole batches up to
   its share, left-over budget goes to partitions that still have data, and if not even one
@@ -44,15 +45,25 @@ def rate_limit(
     total = sum(sizes.values())
     if total < 1:
         return dict(latest)
+    shares: dict[TopicPartitionKey, int] = {}
+    fractions: dict[TopicPartitionKey, float] = {}
+    for tp, size in sizes.items():
+        prorate = max_offsets * (size / total)
+        shares[tp] = min(size, math.ceil(prorate) if prorate < 1 else math.floor(prorate))
+        fractions[tp] = prorate - math.floor(prorate)
+    # Spark stops at the rounded-down shares, which leaves a few offsets over and costs a
+    # whole extra micro-batch for them; hand the rounding remainder out instead
+    # (largest fraction first), so a full trigger admits exactly max_offsets.
+    left = max_offsets - sum(shares.values())
+    for tp in sorted(fractions, key=lambda k: (-fractions[k], k)):
+        if left <= 0:
+            break
+        if shares[tp] < sizes[tp]:
+            shares[tp] += 1
+            left -= 1
     out: PartitionOffsets = {}
     for tp, end in latest.items():
-        size = sizes.get(tp)
-        if size is None:
-            out[tp] = end
-            continue
-        prorate = max_offsets * (size / total)
-        share = math.ceil(prorate) if prorate < 1 else math.floor(prorate)
-        out[tp] = min(end, start[tp] + share)
+        out[tp] = start[tp] + shares[tp] if tp in shares else end
     return out
 
 

@@ -81,6 +81,12 @@ def test_rate_limit_is_proportional_like_spark():
     assert end[("b", 0)] == 1 and end[("a", 0)] == 99
     # nothing to read: latest as is
     assert rate_limit(start, start, 10) == start
+    # the rounding remainder is handed out: exactly the limit, no 1-offset stragglers
+    two = {("t", 0): 0, ("t", 1): 0}
+    end = rate_limit(two, {("t", 0): 500_001, ("t", 1): 499_999}, 250_000)
+    assert sum(end.values()) == 250_000
+    end = rate_limit(two, {("t", 0): 3, ("t", 1): 3}, 5)
+    assert sorted(end.values()) == [2, 3]
 
 
 def _measure_from(sizes):

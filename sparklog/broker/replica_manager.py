@@ -195,7 +195,8 @@ class ReplicaManager:
             if not p.is_leader:
                 raise NotLeaderOrFollowerError(f"{topic}-{index}: this broker is not the leader")
             if acks == -1:
-                min_isr = self.broker.min_insync_replicas(topic)
+                # the log's config tracks the topic's overrides (AlterConfigs updates it)
+                min_isr = p.log.config.min_insync_replicas
                 if len(p.isr) < min_isr:
                     raise NotEnoughReplicasError(
                         f"{topic}-{index}: ISR size {len(p.isr)} < min.insync.replicas {min_isr}"

@@ -237,3 +237,17 @@ def test_long_poll_notices_topic_deletion(cluster, kafka_wire):
     part = w.call(1, 11, req).responses[0].partitions[0]
     assert part.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert time.monotonic() - t0 < 5.0
+
+
+def test_min_insync_replicas_applies_to_acks_all_only(cluster, kafka_wire):
+    from sparklog.protocol.errors import ErrorCode
+
+    cluster.call(cluster.broker.create_topic, "misr", 1, 1, {"min.insync.replicas": "2"})
+    w = kafka_wire(cluster.bootstrap_servers)
+    pr = w.call(0, 7, _produce(0, _batch(1), acks=-1, topic="misr")).responses[0].partition_responses[0]
+    assert pr.error_code == ErrorCode.NOT_ENOUGH_REPLICAS
+    pr = w.call(0, 7, _produce(0, _batch(1), acks=1, topic="misr")).responses[0].partition_responses[0]
+    assert pr.error_code == 0
+    cluster.call(cluster.broker.set_topic_configs, "misr", {"min.insync.replicas": "1"})
+    pr = w.call(0, 7, _produce(0, _batch(1), acks=-1, topic="misr")).responses[0].partition_responses[0]
+    assert pr.error_code == 0 and pr.base_offset == 1

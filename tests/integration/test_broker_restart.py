@@ -79,3 +79,22 @@ def test_crash_keeps_acknowledged_data(server_factory, tmp_path):
     got = ck_consume(srv2.bootstrap_servers, "crashy", 2, len(msgs))
     assert comparable(got) == comparable(msgs)
     assert srv2.stop() == 0
+
+
+def test_lost_metadata_refuses_to_start_and_keeps_data(tmp_path):
+    """Partition logs whose cluster metadata is gone are never taken for strays and deleted:
+    the new cluster id does not match meta.properties, so the broker refuses to start."""
+    import shutil
+
+    import pytest
+
+    from sparklog.broker.broker import METADATA_DIR_NAME
+    from sparklog.cluster.embedded import EmbeddedCluster
+
+    with EmbeddedCluster(tmp_path) as c:
+        c.call(c.broker.create_topic, "precious", 1, 1)
+    shutil.rmtree(tmp_path / METADATA_DIR_NAME)
+    with pytest.raises(RuntimeError) as exc:
+        EmbeddedCluster(tmp_path).start()
+    assert "cluster.id" in repr(exc.value.__cause__)
+    assert (tmp_path / "precious-0").is_dir()

@@ -267,3 +267,19 @@ def test_describe_cluster(cluster, wire, version):
     resp = wire.call(60, version, API_BY_KEY[60].request())
     assert resp.error_code == 0 and resp.cluster_id == cluster.broker.controller.cluster_id
     assert [b.broker_id for b in resp.brokers] == [1] and resp.controller_id == 1
+
+
+def test_consumer_offsets_is_internal(cluster, wire):
+    plog = cluster.call(cluster.broker.internal_log, "__consumer_offsets", 3)
+    assert plog.config.compact  # compacted, as Kafka's
+    cls = API_BY_KEY[3].request
+    resp = wire.call(3, 5, cls(topics=None))
+    internal = {t.name: t.is_internal for t in resp.topics}
+    assert internal["__consumer_offsets"] is True and internal[TOPIC] is False
+    # clients may not write to it
+    batch = encode_batch([Record(value=b"x")])
+    pr = wire.call(0, 7, API_BY_KEY[0].request(transactional_id=None, acks=1, timeout_ms=1000,
+                   topic_data=[API_BY_KEY[0].request.TopicProduceData(
+                       name="__consumer_offsets", partition_data=[
+                           API_BY_KEY[0].request.PartitionProduceData(index=3, records=batch)])]))
+    assert pr.responses[0].partition_responses[0].error_code == ErrorCode.INVALID_TOPIC_EXCEPTION

@@ -106,6 +106,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ("group.max.session.timeout.ms", "int", "1800000", "Largest session timeout a member may ask."),
     ("group.initial.rebalance.delay.ms", "int", "3000", "Wait for more members of a new group."),
     ("group.max.size", "int", "2147483647", "Most members in one group."),
+    ("offset.metadata.max.bytes", "int", "4096", "Longest metadata string an offset commit may carry."),
     ("transactional.id.expiration.ms", "int", "604800000", "Idle transactional ids expire."),
     ("producer.id.expiration.ms", "int", "86400000", "Idle idempotent producer state expires."),
     ("transaction.max.timeout.ms", "int", "900000", "Largest transaction timeout a producer may ask."),

@@ -152,10 +152,22 @@ def main(argv: list[str] | None = None) -> int:
             m = min(chunk, n - first)
             keys, values = fixed_binary(rng, m, KEY_BYTES), fixed_binary(rng, m, VALUE_BYTES)
             producer.produce_arrow("bench", values, keys=keys)
-            pq.write_table(
-                pa.table({"key": keys, "value": values}),
-                os.path.join(parquet_dir, f"part-{i:05d}.parquet"),
+            # the same rows the source yields: Kafka's seven columns
+            table = pa.table(
+                {
+                    "key": keys,
+                    "value": values,
+                    "topic": pa.array(["bench"] * m, pa.string()),
+                    "partition": pa.array(np.arange(m, dtype=np.int32) % args.partitions),
+                    "offset": pa.array(np.arange(first, first + m, dtype=np.int64)),
+                    "timestamp": pa.array(
+                        np.full(m, int(time.time() * 1e6), dtype=np.int64),
+                        pa.timestamp("us", tz="UTC"),
+                    ),
+                    "timestampType": pa.array(np.zeros(m, dtype=np.int32)),
+                }
             )
+            pq.write_table(table, os.path.join(parquet_dir, f"part-{i:05d}.parquet"))
         assert producer.flush(600) == 0
         load_s = time.monotonic() - t0
         print(
@@ -180,7 +192,10 @@ def main(argv: list[str] | None = None) -> int:
         s_rows, s_wall, s_batches = run_query(df, os.path.join(work, "c-sparklog"))
 
         files_per_batch = max(1, per_batch // chunk)
-        schema = "key BINARY, value BINARY"
+        schema = (
+            "key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, "
+            "timestamp TIMESTAMP, timestampType INT"
+        )
         df = (
             spark.readStream.format("parquet")
             .schema(schema)
@@ -282,8 +297,12 @@ def latency(spark, bootstrap, producer, rate, seconds, work):  # noqa: ANN001, A
 
 def empty_batch_floor(spark, work) -> float:  # noqa: ANN001
     df = spark.readStream.format("rate-micro-batch").option("rowsPerBatch", "1").load()
+
+    def on_batch(batch_df, batch_id):  # noqa: ANN001 - the same work as the latency run
+        batch_df.select("value").collect()
+
     q = (
-        df.writeStream.foreachBatch(lambda d, i: None)
+        df.writeStream.foreachBatch(on_batch)
         .option("checkpointLocation", os.path.join(work, "c-floor"))
         .trigger(processingTime="0 seconds")
         .start()

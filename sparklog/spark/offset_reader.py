@@ -28,6 +28,7 @@ class OffsetReader:
         self.options = options
         self._admin = None
         self._consumer = None
+        self._discovered: tuple[float, list[TopicPartitionKey]] | None = None
 
     # ---------------------------------------------------------------- connections
 
@@ -58,15 +59,24 @@ class OffsetReader:
 
     def __getstate__(self) -> dict:
         # Spark pickles readers into its tasks: connections stay behind.
-        return {"options": self.options, "_admin": None, "_consumer": None}
+        return {"options": self.options, "_admin": None, "_consumer": None, "_discovered": None}
 
     # ---------------------------------------------------------------- partitions
 
-    def partitions(self) -> list[TopicPartitionKey]:
-        """The partitions the subscription covers right now (pattern/new partitions included)."""
+    def partitions(self, max_age_s: float = 0.0) -> list[TopicPartitionKey]:
+        """The partitions the subscription covers (pattern/new partitions included).
+
+        ``max_age_s``: reuse a discovery at most that old. An idle stream asks for the latest
+        offsets every few milliseconds; the topic list does not need a Metadata round trip
+        each time (Kafka clients refresh it every ``metadata.max.age.ms`` = 5 minutes; new
+        partitions still show up within a second here).
+        """
         sub = self.options.subscription
         if sub.kind == "assign":
             return list(sub.assignment)
+        now = time.monotonic()
+        if self._discovered is not None and now - self._discovered[0] <= max_age_s:
+            return list(self._discovered[1])
         topics = self._with_retries(self.admin.list_topics)
         out: list[TopicPartitionKey] = []
         for name, meta in topics.items():
@@ -74,7 +84,9 @@ class OffsetReader:
                 continue
             if sub.matches(name):
                 out.extend((name, int(p)) for p in meta.partitions)
-        return sorted(out)
+        out.sort()
+        self._discovered = (now, out)
+        return list(out)
 
     # ---------------------------------------------------------------- offsets
 

@@ -164,7 +164,7 @@ class SparklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._available_now is not None:
             latest = dict(self._available_now)
         else:
-            latest = self.offsets.latest(self.offsets.partitions())
+            latest = self.offsets.latest(self.offsets.partitions(max_age_s=1.0))
         self._latest = latest
         self.offsets.check_regressions(start_offsets, latest)
 

@@ -57,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
                 producer.poll(0)
         assert producer.flush(60) == 0, "librdkafka could not deliver every record"
         print(f"confluent-kafka produced {N} records to '{TOPIC}' on {bootstrap}")
+        del producer, admin  # librdkafka handles close here, not when the broker is gone
 
         spark = (
             SparkSession.builder.master("local[2]")

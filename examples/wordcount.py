@@ -86,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
         query = (
             counts.select(
                 F.col("word").alias("key"),
-                F.col("count").cast("binary").alias("value"),  # big-endian int64, LongSerializer
+                # 8-byte big-endian int64, as Kafka's LongSerializer writes it
+                F.unhex(F.lpad(F.hex("count"), 16, "0")).alias("value"),
             )
             .writeStream.format("sparklog")
             .option("bootstrap.servers", bootstrap)

@@ -89,3 +89,35 @@ def test_available_now_drains_exactly_the_backlog(spark, bootstrap, topic_factor
     assert values == sorted(b"old%d" % i for i in range(50))
     sizes = [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]]
     assert max(sizes) <= 8 and sum(sizes) == 50
+
+
+def test_pattern_picks_up_new_topics_and_partitions(spark, bootstrap, admin, topic_factory):
+    from sparklog.client import NewTopic
+
+    prefix = f"pat-{uuid.uuid4().hex[:6]}"
+    admin.create_topics([NewTopic(f"{prefix}-a", num_partitions=1)])
+    produce(bootstrap, f"{prefix}-a", [b"a0", b"a1"])
+    name = f"q_{uuid.uuid4().hex[:8]}"
+    df = source(spark, bootstrap, subscribePattern=f"{prefix}-.*", startingOffsets="earliest")
+    q = (
+        df.selectExpr("topic", "partition", "CAST(value AS STRING) v")
+        .writeStream.format("memory")
+        .queryName(name)
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
+
+    def values():
+        return sorted(r.v for r in spark.sql(f"select v from {name}").collect())
+
+    try:
+        wait_for(lambda: values() == ["a0", "a1"], 240, what="the first topic")
+        # a new matching topic and a new partition of the old one: read from their start
+        admin.create_topics([NewTopic(f"{prefix}-b", num_partitions=1)])
+        admin.create_partitions({f"{prefix}-a": 2})
+        produce(bootstrap, f"{prefix}-b", [b"b0"])
+        produce(bootstrap, f"{prefix}-a", [b"a2"], partition=1)
+        wait_for(lambda: values() == ["a0", "a1", "a2", "b0"], 240, what="new topic/partition")
+        assert q.exception() is None
+    finally:
+        q.stop()

@@ -278,6 +278,9 @@ class Consumer:
         self._protocol: str | None = None
         self._coordinator: BrokerConnection | None = None
         self._need_rejoin = False
+        # bumped whenever a join starts; True while it runs (see _heartbeat_loop)
+        self._join_epoch = 0
+        self._joining = False
         self._hb_task: concurrent.futures.Future | None = None
         self._join_future: concurrent.futures.Future | None = None
         self._hb_error: BaseException | None = None
@@ -692,6 +695,7 @@ class Consumer:
                 return  # still joining; the next poll keeps waiting
             except (KafkaError, KafkaConnectionError, KafkaTimeoutError) as e:
                 self._join_future = None
+                self._joining = False
                 self._need_rejoin = True
                 if not getattr(e, "retriable", False) and getattr(e, "error_code", None) not in (
                         ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION,
@@ -704,6 +708,7 @@ class Consumer:
                 time.sleep(self._client.config.retry_backoff_ms / 1000)
                 continue
             self._join_future = None
+            self._joining = False
             self._apply_assignment(assigned, protocol)
 
     def _cooperative(self) -> bool:
@@ -712,6 +717,8 @@ class Consumer:
     def _pre_join(self) -> list[TopicPartition]:
         """What to report as owned when joining; the eager protocol revokes everything
         first (committing positions), the cooperative one keeps its partitions."""
+        self._joining = True  # before the epoch bump: _heartbeat_loop reads them the other way
+        self._join_epoch += 1
         owned = list(self._assignment)
         if not self._cooperative() and owned and self._generation >= 0:
             self._maybe_auto_commit(force=True)
@@ -807,9 +814,18 @@ class Consumer:
             self._hb_task = self._thread.submit(self._heartbeat_loop())
 
     async def _heartbeat_loop(self) -> None:
+        """Heartbeats of the current generation only. While a join runs, the old
+        generation's heartbeats can only say REBALANCE_IN_PROGRESS or ILLEGAL_GENERATION;
+        acting on such an answer after the join completed would rejoin a stable group (our
+        subscription carries the generation, so the coordinator sees new metadata and
+        rebalances again), and the members would keep rebalancing each other forever.
+        So none are sent during a join (the coordinator keeps members blocked in
+        JoinGroup/SyncGroup alive), and an answer to one sent before a join started is
+        dropped, as the Java client drops heartbeat errors of a stale generation."""
         while not self._closed and self._subscription:
             await asyncio.sleep(self.heartbeat_interval_ms / 1000)
-            if self._generation < 0 or self._need_rejoin:
+            epoch = self._join_epoch
+            if self._generation < 0 or self._need_rejoin or self._joining:
                 continue
             if (time.monotonic() - self._last_poll) * 1000 > self.max_poll_interval_ms:
                 log.warning("max.poll.interval.ms exceeded: leaving group %s", self.group_id)
@@ -827,6 +843,10 @@ class Consumer:
                 continue
             code = resp.error_code
             if code == 0:
+                continue
+            if self._joining or epoch != self._join_epoch:
+                log.debug("group %s: ignoring %s from a heartbeat sent before the last join",
+                          self.group_id, ErrorCode.for_code(code).name)
                 continue
             if code == ErrorCode.REBALANCE_IN_PROGRESS:
                 self._need_rejoin = True

@@ -6,13 +6,18 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from typing import Any
 
 import pyarrow as pa
 import pytest
 from confluent_kafka import Consumer as CKConsumer
 from confluent_kafka import TopicPartition as CKTopicPartition
 
+from sparklog.broker.dispatch import ApiKey
 from sparklog.client import AdminClient, Consumer, NewTopic, Producer, TopicPartition
+from sparklog.client.assignors import Subscription, encode_subscription
+from sparklog.protocol.errors import ErrorCode
+from sparklog.protocol.messages import groups as grp
 
 
 class Member(threading.Thread):
@@ -193,3 +198,78 @@ def test_mixed_group_with_confluent_kafka_member(cluster):
         ck.close()
         mine.stop_flag.set()
         mine.join(20)
+
+
+def test_heartbeats_sent_during_a_join_do_not_trigger_another_rebalance(cluster, kafka_wire):
+    """A member blocked in JoinGroup must not act on heartbeats of the generation it is
+    leaving: their REBALANCE_IN_PROGRESS made it rejoin the freshly stable group, whose
+    other members then rejoined in turn, and under load the group never settled (records
+    produced after a rebalance were not consumed). Here raw-protocol members hold the
+    sparklog member in JoinGroup for ~1.5 s (6 heartbeat intervals), then the group must
+    stay stable."""
+    bs = cluster.bootstrap_servers
+    topic = f"hbj-{uuid.uuid4().hex[:6]}"
+    group = f"ghj-{uuid.uuid4().hex[:6]}"
+    with AdminClient({"bootstrap.servers": bs}) as admin:
+        admin.create_topics([NewTopic(topic, 3)])
+    meta = encode_subscription(Subscription([topic]), 1)
+
+    def join_req(member_id: str) -> Any:
+        return grp.JoinGroupRequest(
+            group_id=group, session_timeout_ms=30000, rebalance_timeout_ms=30000,
+            member_id=member_id, protocol_type="consumer",
+            protocols=[grp.JoinGroupRequest.JoinGroupRequestProtocol(name="range",
+                                                                     metadata=meta)])
+
+    def new_member(w: Any) -> str:
+        r = w.call(ApiKey.JOIN_GROUP, 5, join_req(""))
+        assert r.error_code == ErrorCode.MEMBER_ID_REQUIRED
+        w.request(ApiKey.JOIN_GROUP, 5, join_req(r.member_id))  # parks until all joined
+        return r.member_id
+
+    def sync(w: Any, member_id: str, generation: int) -> None:
+        w.request(ApiKey.SYNC_GROUP, 3, grp.SyncGroupRequest(
+            group_id=group, generation_id=generation, member_id=member_id, assignments=[]))
+
+    def heartbeat(w: Any, member_id: str, generation: int) -> ErrorCode:
+        return ErrorCode(w.call(ApiKey.HEARTBEAT, 3, grp.HeartbeatRequest(
+            group_id=group, generation_id=generation, member_id=member_id)).error_code)
+
+    a = Member({"bootstrap.servers": bs, "group.id": group, "auto.offset.reset": "earliest",
+                "partition.assignment.strategy": "range", "heartbeat.interval.ms": 250,
+                "session.timeout.ms": 30000}, topic)
+    a.start()
+    c, d = kafka_wire(bs), kafka_wire(bs)
+    try:
+        _wait(lambda: len(a.assigned) == 3, 30, "the sparklog member's assignment", [a])
+        # C joins: A rejoins at once (its heartbeat says REBALANCE_IN_PROGRESS)
+        c_id = new_member(c)
+        rc = c.response(ApiKey.JOIN_GROUP, 5)
+        assert rc.error_code == ErrorCode.NONE
+        sync(c, c_id, rc.generation_id)
+        assert c.response(ApiKey.SYNC_GROUP, 3).error_code == ErrorCode.NONE
+        gen = rc.generation_id
+        _wait(lambda: a.consumer._generation == gen and len(a.assigned) == 2, 30,
+              "A in the two-member generation", [a])
+        # D joins; A rejoins and is held in JoinGroup until C rejoins
+        d_id = new_member(d)
+        assert heartbeat(c, c_id, gen) == ErrorCode.REBALANCE_IN_PROGRESS
+        time.sleep(1.5)
+        c.request(ApiKey.JOIN_GROUP, 5, join_req(c_id))
+        rc, rd = c.response(ApiKey.JOIN_GROUP, 5), d.response(ApiKey.JOIN_GROUP, 5)
+        assert rc.error_code == rd.error_code == ErrorCode.NONE
+        assert rc.generation_id == rd.generation_id == gen + 1
+        sync(c, c_id, gen + 1)
+        sync(d, d_id, gen + 1)
+        assert c.response(ApiKey.SYNC_GROUP, 3).error_code == ErrorCode.NONE
+        assert d.response(ApiKey.SYNC_GROUP, 3).error_code == ErrorCode.NONE
+        # the group stays stable at that generation: A does not rejoin
+        for _ in range(10):
+            time.sleep(0.2)
+            assert heartbeat(c, c_id, gen + 1) == ErrorCode.NONE
+            assert heartbeat(d, d_id, gen + 1) == ErrorCode.NONE
+        assert a.error is None
+        assert a.consumer._generation == gen + 1 and len(a.assigned) == 1
+    finally:
+        a.stop_flag.set()
+        a.join(20)

@@ -17,17 +17,27 @@ def _error(exc: KafkaError) -> tuple[int, str]:
     return int(exc.error_code), str(exc) or exc.error_code.name
 
 
+_REPEATED_TOPIC = {"error_code": int(ErrorCode.INVALID_REQUEST),
+                   "error_message": "topic appears more than once in the request"}
+
+
+def _repeated_names(topics: Any) -> set[str]:
+    """Every copy of a name given twice is refused, not just the later ones: which copy
+    should win would be arbitrary."""
+    counts = Counter(t.name for t in topics)
+    return {name for name, n in counts.items() if n > 1}
+
+
 @register(ApiKey.CREATE_TOPICS, 2, 5)
 async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
     resp_cls = api_spec(ApiKey.CREATE_TOPICS).response
     Result = resp_cls.CreatableTopicResult
     broker = ctx.broker
-    counts = Counter(t.name for t in request.topics)
+    repeated = _repeated_names(request.topics)
     results = []
     for t in request.topics:
-        if counts[t.name] > 1:
-            results.append(Result(name=t.name, error_code=int(ErrorCode.INVALID_REQUEST),
-                                  error_message="topic appears more than once in the request"))
+        if t.name in repeated:
+            results.append(Result(name=t.name, **_REPEATED_TOPIC))
             continue
         try:
             configs = validate_topic_configs({c.name: c.value for c in t.configs})
@@ -66,12 +76,11 @@ async def handle_create_partitions(ctx: RequestContext, request: Any) -> Any:
     resp_cls = api_spec(ApiKey.CREATE_PARTITIONS).response
     Result = resp_cls.CreatePartitionsTopicResult
     broker = ctx.broker
-    counts = Counter(t.name for t in request.topics)
+    repeated = _repeated_names(request.topics)
     results = []
     for t in request.topics:
-        if counts[t.name] > 1:
-            results.append(Result(name=t.name, error_code=int(ErrorCode.INVALID_REQUEST),
-                                  error_message="topic appears more than once in the request"))
+        if t.name in repeated:
+            results.append(Result(name=t.name, **_REPEATED_TOPIC))
             continue
         try:
             assignments = ([list(a.broker_ids) for a in t.assignments]

@@ -19,12 +19,12 @@ This class is not thread-safe; the owning PartitionLog's lock guards it.
 
 from __future__ import annotations
 
-import os
 import sys
 from array import array
 from bisect import bisect_left, bisect_right
 
 from .errors import CorruptIndexError
+from .sparse_index import SparseIndex
 
 __all__ = ["OffsetIndex", "OFFSET_INDEX_ENTRY_SIZE"]
 
@@ -39,29 +39,28 @@ def _to_be(arr: array) -> bytes:
     return arr.tobytes()
 
 
-class OffsetIndex:
+class OffsetIndex(SparseIndex):
+    _KIND = "index"
+    _ENTRY_SIZE = OFFSET_INDEX_ENTRY_SIZE
+
     def __init__(self, path: str, base_offset: int, max_entries: int) -> None:
-        self.path = path
-        self.base_offset = base_offset
-        self.max_entries = max_entries
+        super().__init__(path, base_offset, max_entries)
         self._offsets = array("I")  # relative offsets
         self._positions = array("I")
-        self._persisted = 0  # entries already in the file
-        self._dirty_file = False  # file content diverged (truncate) -> rewrite on flush
+
+    def _columns(self) -> tuple[array, array]:
+        return self._offsets, self._positions
+
+    def _encode(self, start: int) -> bytes:
+        flat = array("I", bytes(8 * (len(self._offsets) - start)))
+        flat[0::2] = self._offsets[start:]
+        flat[1::2] = self._positions[start:]
+        return _to_be(flat)
 
     # -- load / rebuild
     def load(self, log_size: int, next_base: int | None = None) -> None:
         """Read the file and check it; CorruptIndexError means 'rebuild me'."""
-        try:
-            with open(self.path, "rb") as f:
-                data = f.read()
-        except FileNotFoundError as exc:
-            raise CorruptIndexError(f"index file {self.path} is missing") from exc
-        if len(data) % OFFSET_INDEX_ENTRY_SIZE:
-            raise CorruptIndexError(
-                f"index file {self.path} has size {len(data)}, not a multiple of "
-                f"{OFFSET_INDEX_ENTRY_SIZE}"
-            )
+        data = self._read_file()
         flat = array("I")
         flat.frombytes(data)
         if _LITTLE:
@@ -76,18 +75,8 @@ class OffsetIndex:
                     f"({prev_o}, {prev_p}), log size {log_size}"
                 )
             prev_o, prev_p = o, p
-        if len(offsets) > self.max_entries:
-            self.max_entries = len(offsets)
         self._offsets, self._positions = offsets, positions
-        self._persisted = len(offsets)
-        self._dirty_file = False
-
-    def reset(self) -> None:
-        """Drop every entry (before a rebuild); the file is rewritten on the next flush."""
-        self._offsets = array("I")
-        self._positions = array("I")
-        self._persisted = 0
-        self._dirty_file = True
+        self._loaded()
 
     # -- writes
     def append(self, offset: int, position: int) -> None:
@@ -101,65 +90,12 @@ class OffsetIndex:
         self._positions.append(position)
 
     @property
-    def entries(self) -> int:
-        return len(self._offsets)
-
-    @property
-    def is_full(self) -> bool:
-        return len(self._offsets) >= self.max_entries
-
-    @property
     def last_offset(self) -> int:
         return self.base_offset + self._offsets[-1] if self._offsets else self.base_offset
 
-    def truncate_to(self, offset: int) -> None:
-        """Remove the entries for offsets >= ``offset``."""
-        rel = offset - self.base_offset
-        i = bisect_left(self._offsets, rel) if rel > 0 else 0
-        if i < len(self._offsets):
-            del self._offsets[i:]
-            del self._positions[i:]
-            if i < self._persisted:
-                self._persisted = i
-                self._dirty_file = True
-
     def truncate_to_position(self, position: int) -> None:
         """Remove entries pointing at or past ``position`` (after a log truncation)."""
-        i = bisect_left(self._positions, position) if position > 0 else 0
-        if i < len(self._positions):
-            del self._offsets[i:]
-            del self._positions[i:]
-            if i < self._persisted:
-                self._persisted = i
-                self._dirty_file = True
-
-    def flush(self, fsync: bool = False) -> None:
-        """Write the pending entries (all of them after a truncation) to the file."""
-        if self._dirty_file:
-            flat = array("I", bytes(8 * len(self._offsets)))
-            flat[0::2] = self._offsets
-            flat[1::2] = self._positions
-            tmp = self.path + ".tmp"
-            with open(tmp, "wb") as f:
-                f.write(_to_be(flat))
-                if fsync:
-                    os.fsync(f.fileno())
-            os.replace(tmp, self.path)
-            self._persisted = len(self._offsets)
-            self._dirty_file = False
-            return
-        n = len(self._offsets)
-        if n == self._persisted and os.path.exists(self.path) and not fsync:
-            return
-        pending = array("I", bytes(8 * (n - self._persisted)))
-        pending[0::2] = self._offsets[self._persisted :]
-        pending[1::2] = self._positions[self._persisted :]
-        with open(self.path, "ab") as f:
-            if pending:
-                f.write(_to_be(pending))
-            if fsync:
-                os.fsync(f.fileno())
-        self._persisted = n
+        self._cut_from(bisect_left(self._positions, position) if position > 0 else 0)
 
     # -- lookups
     def lookup(self, target_offset: int) -> tuple[int, int]:
@@ -179,14 +115,3 @@ class OffsetIndex:
 
     def entry(self, i: int) -> tuple[int, int]:
         return self.base_offset + self._offsets[i], self._positions[i]
-
-    def rename(self, new_path: str) -> None:
-        if os.path.exists(self.path):
-            os.replace(self.path, new_path)
-        self.path = new_path
-
-    def delete_file(self) -> None:
-        try:
-            os.remove(self.path)
-        except FileNotFoundError:
-            pass

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -24,22 +23,14 @@ N = 10_000
 
 
 def main(argv: list[str] | None = None) -> int:
+    from _common import broker, local_spark
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
-    from pyspark.sql import SparkSession
-
-    from sparklog.cluster.embedded import EmbeddedCluster
 
     ap = argparse.ArgumentParser(description="confluent-kafka produces, Spark consumes")
     ap.add_argument("--bootstrap-servers", help="use this cluster instead of an embedded one")
     args = ap.parse_args(argv)
-    cluster = None
-    bootstrap = args.bootstrap_servers
-    if bootstrap is None:
-        cluster = EmbeddedCluster(tempfile.mkdtemp(prefix="sparklog-interop-"))
-        cluster.start()
-        bootstrap = cluster.bootstrap_servers
-    try:
+    with broker(args.bootstrap_servers, "sparklog-interop-") as bootstrap:
         admin = AdminClient({"bootstrap.servers": bootstrap})
         if TOPIC not in admin.list_topics(timeout=10).topics:
             admin.create_topics([NewTopic(TOPIC, num_partitions=4)])[TOPIC].result(30)
@@ -59,17 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"confluent-kafka produced {N} records to '{TOPIC}' on {bootstrap}")
         del producer, admin  # librdkafka handles close here, not when the broker is gone
 
-        spark = (
-            SparkSession.builder.master("local[2]")
-            .appName("sparklog-interop")
-            .config("spark.driver.host", "127.0.0.1")
-            .config("spark.driver.bindAddress", "127.0.0.1")
-            .config("spark.ui.enabled", "false")
-            .config("spark.sql.shuffle.partitions", "2")
-            .config("spark.ui.showConsoleProgress", "false")
-            .getOrCreate()
-        )
-        spark.sparkContext.setLogLevel("ERROR")
+        spark = local_spark("sparklog-interop")
         batch = (
             spark.read.format("sparklog")
             .option("bootstrap.servers", bootstrap)
@@ -119,9 +100,6 @@ def main(argv: list[str] | None = None) -> int:
         ok = stats.n == stats.d == N and row.total == N and row.customers == 97
         print("interop OK" if ok else "interop MISMATCH")
         return 0 if ok else 1
-    finally:
-        if cluster is not None:
-            cluster.stop()
 
 
 if __name__ == "__main__":

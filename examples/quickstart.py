@@ -33,6 +33,7 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
+from _common import local_spark  # noqa: E402
 
 from sparklog.client import AdminClient, NewTopic, Producer  # noqa: E402
 from sparklog.cluster.embedded import EmbeddedCluster  # noqa: E402
@@ -101,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         )
 
         print("[3/5] starting Spark and the streaming query", flush=True)
-        spark = _spark()
+        spark = local_spark("sparklog-quickstart")
         queries = _start_queries(spark, bootstrap, work, already)
 
         print(f"[4/5] producing {args.events:,} events in 4 bursts", flush=True)
@@ -157,23 +158,6 @@ def _partitions(admin: AdminClient, topic: str) -> list:
 
     meta = admin.list_topics()[topic]
     return [TopicPartition(topic, p) for p in sorted(meta.partitions)]
-
-
-def _spark():  # noqa: ANN202
-    from pyspark.sql import SparkSession
-
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("sparklog-quickstart")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
 
 
 def _start_queries(spark, bootstrap: str, work: str, skip: int) -> list:  # noqa: ANN001

@@ -33,23 +33,16 @@ LINES = [
 
 
 def main(argv: list[str] | None = None) -> int:
-    from pyspark.sql import SparkSession
+    from _common import broker, local_spark
     from pyspark.sql import functions as F
 
     from sparklog.client import AdminClient, NewTopic, Producer
-    from sparklog.cluster.embedded import EmbeddedCluster
 
     ap = argparse.ArgumentParser(description="Kafka Streams' word count with Spark")
     ap.add_argument("--bootstrap-servers", help="use this cluster instead of an embedded one")
     args = ap.parse_args(argv)
 
-    cluster = None
-    bootstrap = args.bootstrap_servers
-    if bootstrap is None:
-        cluster = EmbeddedCluster(tempfile.mkdtemp(prefix="sparklog-wordcount-"))
-        cluster.start()
-        bootstrap = cluster.bootstrap_servers
-    try:
+    with broker(args.bootstrap_servers, "sparklog-wordcount-") as bootstrap:
         admin = AdminClient({"bootstrap.servers": bootstrap})
         have = admin.list_topics()
         admin.create_topics(
@@ -61,17 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         assert producer.flush(30) == 0
         producer.close()
 
-        spark = (
-            SparkSession.builder.master("local[2]")
-            .appName("sparklog-wordcount")
-            .config("spark.driver.host", "127.0.0.1")
-            .config("spark.driver.bindAddress", "127.0.0.1")
-            .config("spark.ui.enabled", "false")
-            .config("spark.sql.shuffle.partitions", "2")
-            .config("spark.ui.showConsoleProgress", "false")
-            .getOrCreate()
-        )
-        spark.sparkContext.setLogLevel("ERROR")
+        spark = local_spark("sparklog-wordcount")
         lines = (
             spark.readStream.format("sparklog")
             .option("bootstrap.servers", bootstrap)
@@ -115,9 +98,6 @@ def main(argv: list[str] | None = None) -> int:
         spark.stop()
         assert final["kafka"] == 3 and final["log"] == 2 and final["spark"] == 2, final
         return 0
-    finally:
-        if cluster is not None:
-            cluster.stop()
 
 
 if __name__ == "__main__":

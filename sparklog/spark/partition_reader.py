@@ -81,6 +81,7 @@ def read_range(
                 isolation_level=options.isolation_level,
                 timeout_ms=options.poll_timeout_ms,
                 include_headers=options.include_headers,
+                max_bytes=options.fetch_bytes,
             )
         except OffsetOutOfRangeError as err:
             log_start = getattr(err, "log_start_offset", None)

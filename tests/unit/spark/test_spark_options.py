@@ -26,6 +26,12 @@ def test_defaults_match_spark_kafka_connector():
     assert o.isolation_level == "read_uncommitted"
     assert o.poll_timeout_ms == 120_000 and o.fetch_offset_num_retries == 3
     assert o.client_conf() == {"bootstrap.servers": "127.0.0.1:9092"}
+    assert o.fetch_bytes == 4 * 2**20  # per executor Fetch; see options.READ_FETCH_BYTES
+
+
+def test_fetch_size_follows_kafka_option():
+    o = src(subscribe="a", **{"kafka.max.partition.fetch.bytes": "1048576"})
+    assert o.fetch_bytes == 1048576
 
 
 def test_kafka_prefixed_bootstrap_and_passthrough():
@@ -96,6 +102,8 @@ def test_case_insensitive_keys():
         ({"subscribe": "a", "kafka.value.deserializer": "x"}, "CAST(value AS STRING)"),
         ({"subscribe": "a", "kafka.enable.auto.commit": "true"}, "'groupId'"),
         ({"subscribe": "a", "groupId": " "}, "'groupId'"),
+        ({"subscribe": "a", "kafka.max.partition.fetch.bytes": "0"}, "must be >= 1"),
+        ({"subscribe": "a", "kafka.max.partition.fetch.bytes": "4MB"}, "not an integer"),
         ({"subscribe": "a", "maxOffsetPerTrigger": "5"}, "did you mean 'maxOffsetsPerTrigger'"),
         ({"subscribe": "a", "startingOffset": "earliest"}, "did you mean 'startingOffsets'"),
         (

@@ -70,6 +70,7 @@ SOURCE_OPTIONS = (
     "kafkaConsumer.pollTimeoutMs",
     "fetchOffset.numRetries",
     "fetchOffset.retryIntervalMs",
+    "driverReadMaxOffsets",
 )
 SINK_OPTIONS = ("topic", "includeHeaders", "bootstrap.servers", "kafka.bootstrap.servers")
 _KNOWN = {name.lower(): name for name in SOURCE_OPTIONS + SINK_OPTIONS}
@@ -161,6 +162,10 @@ class Subscription:
 # fetched and decoded, and the big buffers fall out of cache.
 READ_FETCH_BYTES = 4 * 2**20
 
+# Streaming micro-batches of at most this many offsets are read by the driver and handed to
+# Spark with the plan, instead of by Python tasks on executors ('driverReadMaxOffsets').
+DRIVER_READ_MAX_OFFSETS = 10_000
+
 
 @dataclass(frozen=True)
 class SourceOptions:
@@ -183,6 +188,7 @@ class SourceOptions:
     fetch_offset_num_retries: int = 3
     fetch_offset_retry_interval_ms: int = 10
     fetch_bytes: int = 4 * 2**20
+    driver_read_max_offsets: int = 10_000
     client_config: dict[str, str] = field(default_factory=dict)
 
     def client_conf(self) -> dict[str, str]:
@@ -616,6 +622,9 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         fetch_offset_num_retries=_default(_int(opts, "fetchOffset.numRetries", minimum=0), 3),
         fetch_offset_retry_interval_ms=_int(opts, "fetchOffset.retryIntervalMs") or 10,
         fetch_bytes=_int(opts, "kafka.max.partition.fetch.bytes") or READ_FETCH_BYTES,
+        driver_read_max_offsets=_default(
+            _int(opts, "driverReadMaxOffsets", minimum=0), DRIVER_READ_MAX_OFFSETS
+        ),
         client_config=_client_config(opts, _FORBIDDEN_CONSUMER),
     )
 

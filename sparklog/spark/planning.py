@@ -18,7 +18,7 @@ from pyspark.sql.datasource import InputPartition
 
 from sparklog.spark.offsets import TopicPartitionKey
 
-__all__ = ["OffsetRange", "plan_ranges", "split_range"]
+__all__ = ["OffsetRange", "RangeGroup", "plan_ranges", "split_range"]
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,18 @@ class OffsetRange(InputPartition):
     @property
     def size(self) -> int:
         return max(0, self.end - self.start)
+
+
+@dataclass(frozen=True)
+class RangeGroup(InputPartition):
+    """A whole small micro-batch as one partition: the driver reads it and hands the rows to
+    Spark with the plan. Executors read it themselves only if Spark lost that copy."""
+
+    ranges: tuple[OffsetRange, ...]
+
+    @property
+    def size(self) -> int:
+        return sum(r.size for r in self.ranges)
 
 
 def split_range(r: OffsetRange, parts: int) -> list[OffsetRange]:

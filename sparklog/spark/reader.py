@@ -35,12 +35,25 @@ from sparklog.spark.offset_reader import OffsetReader
 from sparklog.spark.offsets import PartitionOffsets, from_json_dict, to_json_dict
 from sparklog.spark.options import OptionError, SourceOptions
 from sparklog.spark.partition_reader import read_range
-from sparklog.spark.planning import OffsetRange, plan_ranges
+from sparklog.spark.planning import OffsetRange, RangeGroup, plan_ranges
 from sparklog.spark.schema import arrow_schema
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SparklogBatchReader", "SparklogStreamReader"]
+__all__ = ["SparklogBatchReader", "SparklogStreamReader", "stream_reader"]
+
+try:
+    # pyspark's own adapter for simple readers is the only stream reader whose rows may travel
+    # with the plan: its runner sends what getCache() returns to the JVM, which then answers
+    # the micro-batch's task from memory instead of a Python worker. Private API, pinned by
+    # pyproject's pyspark range; without it every micro-batch is read by executors.
+    from pyspark.sql.datasource_internal import _SimpleStreamReaderWrapper
+except ImportError:  # pragma: no cover - other pyspark versions
+    _SimpleStreamReaderWrapper = None  # type: ignore[assignment,misc]
+
+# A micro-batch that the driver reads must also fit in the driver: past this many bytes the
+# driver gives up and leaves the batch to an executor task.
+DRIVER_READ_MAX_BYTES = 64 * 2**20
 
 
 def _clamp_to_log_start(
@@ -221,12 +234,19 @@ class SparklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     )
             start_offsets.update(earliest)
         start_offsets = _clamp_to_log_start(self.offsets, start_offsets, end_offsets)
-        return plan_ranges(
-            start_offsets,
-            end_offsets,
-            min_partitions=self.options.min_partitions,
-            max_records_per_partition=self.options.max_records_per_partition,
+        return self._plan(
+            start,
+            end,
+            plan_ranges(
+                start_offsets,
+                end_offsets,
+                min_partitions=self.options.min_partitions,
+                max_records_per_partition=self.options.max_records_per_partition,
+            ),
         )
+
+    def _plan(self, start: dict, end: dict, ranges: list[OffsetRange]) -> list[InputPartition]:
+        return list(ranges)
 
     def commit(self, end: dict) -> None:
         self._commit_group(from_json_dict(end))
@@ -248,5 +268,64 @@ class SparklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # ------------------------------------------------------------------ executor
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if isinstance(partition, RangeGroup):
+            return (b for r in partition.ranges for b in read_range(r, self.options, self.target))
         assert isinstance(partition, OffsetRange), partition
         return read_range(partition, self.options, self.target)
+
+
+if _SimpleStreamReaderWrapper is not None:
+
+    class _DriverReadingStreamReader(SparklogStreamReader, _SimpleStreamReaderWrapper):
+        """Small micro-batches are read on the driver and shipped with the plan.
+
+        A micro-batch of a few hundred records costs more to hand to a Python worker on an
+        executor (task launch, worker round trip: ~100 ms measured) than to fetch. With
+        at most ``driverReadMaxOffsets`` offsets, ``partitions`` plans one ``RangeGroup`` and
+        ``getCache`` (which pyspark's runner calls right after it) fetches the rows, so Spark
+        serves the batch from memory. Bigger batches, and small ones the driver could not
+        hold, are read by executors as usual (a ``RangeGroup`` is then one task). A replayed
+        batch after a restart is planned, and read, again. pyspark never asks a reader of
+        this kind for ``reportLatestOffset`` (it reports latest offsets only for readers
+        without shipped rows): set ``driverReadMaxOffsets`` to 0 to get them.
+        """
+
+        @property
+        def simple_reader(self) -> SparklogStreamReader:  # what pyspark's runner delegates to
+            return self
+
+        def __init__(self, options: SourceOptions, schema: StructType) -> None:
+            super().__init__(options, schema)
+            self._shipped: tuple[dict, dict, tuple[OffsetRange, ...]] | None = None
+
+        def __getstate__(self) -> dict:
+            return {**super().__getstate__(), "_shipped": None}
+
+        def _plan(self, start: dict, end: dict, ranges: list[OffsetRange]) -> list[InputPartition]:
+            self._shipped = None
+            if not ranges or sum(r.size for r in ranges) > self.options.driver_read_max_offsets:
+                return list(ranges)
+            self._shipped = (start, end, tuple(ranges))
+            return [RangeGroup(tuple(ranges))]
+
+        def getCache(self, start: dict, end: dict) -> Iterator[pa.RecordBatch] | None:
+            shipped, self._shipped = self._shipped, None
+            if shipped is None or shipped[0] != start or shipped[1] != end:
+                return None
+            batches: list[pa.RecordBatch] = []
+            size = 0
+            for r in shipped[2]:
+                for batch in read_range(r, self.options, self.target):
+                    size += batch.nbytes
+                    if size > DRIVER_READ_MAX_BYTES:
+                        log.info("micro-batch %s..%s is too big for the driver", start, end)
+                        return None
+                    batches.append(batch)
+            return iter(batches)
+
+
+def stream_reader(options: SourceOptions, schema: StructType) -> SparklogStreamReader:
+    """The stream reader for ``options``: the driver-reading kind unless turned off."""
+    if _SimpleStreamReaderWrapper is not None and options.driver_read_max_offsets > 0:
+        return _DriverReadingStreamReader(options, schema)
+    return SparklogStreamReader(options, schema)

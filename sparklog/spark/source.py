@@ -23,7 +23,7 @@ from sparklog.spark.options import (
     parse_sink_options,
     parse_source_options,
 )
-from sparklog.spark.reader import SparklogBatchReader, SparklogStreamReader
+from sparklog.spark.reader import SparklogBatchReader, stream_reader
 from sparklog.spark.schema import source_schema
 from sparklog.spark.writer import SparklogBatchWriter, SparklogStreamWriter, check_sink_schema
 
@@ -60,7 +60,7 @@ class SparklogDataSource(DataSource):
         return SparklogBatchReader(parse_source_options(self.options, streaming=False), schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return SparklogStreamReader(parse_source_options(self.options, streaming=True), schema)
+        return stream_reader(parse_source_options(self.options, streaming=True), schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         if overwrite:

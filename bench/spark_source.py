@@ -6,10 +6,14 @@ Throughput (rows/s, wall time from query start to termination, noop sink):
      micro-batch (maxOffsetsPerTrigger),
   2. the same rows as Parquet files read by Spark's file-stream source, the same rows per
      micro-batch (maxFilesPerTrigger),
-  3. Spark's ``rate-micro-batch`` source with the same rows per batch (the engine's ceiling).
-Latency: records produced at ``--rate`` records/s while a query with the default trigger
-runs; produce -> visible in ``foreachBatch`` p50/p99, beside the duration of a 1-row
-micro-batch of the ``rate-micro-batch`` source (the engine's per-batch floor).
+  3. a Python data source that serves the same seven columns from Arrow batches built in
+     memory (``spark_ceiling_source.py``): the ceiling of pyspark's Python DataSource path,
+     so the gap between it and sparklog is sparklog's own cost,
+  4. Spark's ``rate-micro-batch`` source with the same rows per batch (the engine's ceiling).
+"busy" rows/s divide by the summed micro-batch durations only (no query start-up).
+Latency: records produced at ``--rate`` records/s by a separate process while a query with
+the default trigger runs; produce -> visible in ``foreachBatch`` p50/p99, beside the duration
+of a 1-row micro-batch of the ``rate-micro-batch`` source (the engine's per-batch floor).
 
 Targets (issue 6): sparklog >= 1.0x the Parquet file stream; latency p50 <= 1.5x the floor.
 
@@ -26,7 +30,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -81,7 +84,7 @@ def spark_session(driver_memory: str):  # noqa: ANN201
 
 
 def run_query(df, ckpt: str, *, available_now: bool = True, stop_after_rows: int | None = None):  # noqa: ANN001
-    """(rows, wall seconds, batches) of ``df`` into the noop sink."""
+    """(rows, wall seconds, batches, busy seconds) of ``df`` into the noop sink."""
     w = df.writeStream.format("noop").option("checkpointLocation", ckpt)
     w = w.trigger(availableNow=True) if available_now else w.trigger(processingTime="0 seconds")
     t0 = time.monotonic()
@@ -99,7 +102,8 @@ def run_query(df, ckpt: str, *, available_now: bool = True, stop_after_rows: int
         q.stop()
     progress = [p for p in q.recentProgress if p["numInputRows"]]
     rows = sum(p["numInputRows"] for p in progress)
-    return rows, wall, len(progress)
+    busy = sum(p["durationMs"]["triggerExecution"] for p in progress) / 1000
+    return rows, wall, len(progress), busy
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -114,7 +118,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--driver-memory", default="4g")
     ap.add_argument("--rounds", type=int, default=2,
                     help="read the data set this many times per source; the last round counts")
+    ap.add_argument("--produce-to", metavar="BOOTSTRAP", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.produce_to:  # the latency run's producer, in its own process
+        return produce_timestamps(args.produce_to, args.rate, args.latency_seconds)
     n, per_batch = args.records, args.per_batch
     work = tempfile.mkdtemp(prefix="sparklog-bench-")
     rng = np.random.default_rng(1)
@@ -181,6 +188,11 @@ def main(argv: list[str] | None = None) -> int:
         )
 
         spark = spark_session(args.driver_memory)
+        here = os.path.dirname(os.path.abspath(__file__))
+        spark.sparkContext.addPyFile(os.path.join(here, "spark_ceiling_source.py"))
+        from spark_ceiling_source import CeilingSource
+
+        spark.dataSource.register(CeilingSource)
         # warm-up: JVM + Python workers, so the first measured query does not pay for them
         spark.range(1000).selectExpr("id % 7 AS k").groupBy("k").count().collect()
 
@@ -208,24 +220,29 @@ def main(argv: list[str] | None = None) -> int:
                 .load(parquet_dir)
             )
 
-        # Each round reads the whole data set with both sources, alternating which goes
-        # first; the ratio uses the last round, so neither source is charged for cold
-        # JVM code paths or Python worker start-up that the other one then reuses.
+        def ceiling_df():  # noqa: ANN202
+            return (
+                spark.readStream.format("sparklog_ceiling")
+                .option("rows", str(n))
+                .option("rowsPerBatch", str(per_batch))
+                .option("partitions", str(args.partitions))
+                .load()
+            )
+
+        # Each round reads the whole data set with every source, rotating which goes first;
+        # the figures come from the last round, so no source is charged for cold JVM code
+        # paths or Python worker start-up that another one then reuses.
+        results = {}
+        sources = [("sparklog", sparklog_df), ("parquet", parquet_df), ("ceiling", ceiling_df)]
         for rnd in range(args.rounds):
-            order = (("sparklog", sparklog_df), ("parquet", parquet_df))
-            if rnd % 2:
-                order = order[::-1]
-            for name, make in order:
+            for name, make in sources[rnd % 3 :] + sources[: rnd % 3]:
                 res = run_query(make(), os.path.join(work, f"c-{name}-{rnd}"))
                 print(
                     f"  round {rnd + 1}/{args.rounds} {name:<9} {res[0]:>11,} rows "
                     f"{res[1]:7.2f} s {res[0] / res[1]:>12,.0f} rows/s",
                     flush=True,
                 )
-                if name == "sparklog":
-                    s_rows, s_wall, s_batches = res
-                else:
-                    p_rows, p_wall, p_batches = res
+                results[name] = res
 
         df = (
             spark.readStream.format("rate-micro-batch")
@@ -233,35 +250,48 @@ def main(argv: list[str] | None = None) -> int:
             .option("numPartitions", "2")
             .load()
         )
-        r_rows, r_wall, r_batches = run_query(
+        results["rate"] = run_query(
             df, os.path.join(work, "c-rate"), available_now=False, stop_after_rows=n
         )
 
         print()
         print(f"throughput, {n:,} rows, {per_batch:,} rows/micro-batch, noop sink, local[2]")
-        for name, rows, wall, batches in (
-            ("sparklog (AvailableNow)", s_rows, s_wall, s_batches),
-            ("Parquet file stream", p_rows, p_wall, p_batches),
-            ("rate-micro-batch", r_rows, r_wall, r_batches),
-        ):
+        labels = {
+            "sparklog": "sparklog (AvailableNow)",
+            "parquet": "Parquet file stream",
+            "ceiling": "Python source, no work",
+            "rate": "rate-micro-batch",
+        }
+        for key, label in labels.items():
+            rows, wall, batches, busy = results[key]
             print(
-                f"  {name:<26} {rows:>11,} rows {wall:7.2f} s {rows / wall:>12,.0f} rows/s "
-                f"({batches} batches)"
+                f"  {label:<24} {rows:>11,} rows {wall:7.2f} s {rows / wall:>11,.0f} rows/s "
+                f"busy {rows / busy:>11,.0f} rows/s ({batches} batches, "
+                f"{wall - busy:5.2f} s outside batches)"
             )
-        s_rate, p_rate, r_rate = s_rows / s_wall, p_rows / p_wall, r_rows / r_wall
-        print(f"  ratio sparklog / Parquet file stream = {s_rate / p_rate:.2f}x (target >= 1.0x)")
-        print(f"  ratio sparklog / rate source         = {s_rate / r_rate:.2f}x")
-        if s_rows != n:
-            print(f"  WARNING: sparklog read {s_rows} rows, expected {n}")
+        rate = {k: v[0] / v[1] for k, v in results.items()}
+        busy_rate = {k: v[0] / v[3] for k, v in results.items()}
+        print(
+            f"  ratio sparklog / Parquet file stream = {rate['sparklog'] / rate['parquet']:.2f}x "
+            f"(target >= 1.0x); busy {busy_rate['sparklog'] / busy_rate['parquet']:.2f}x"
+        )
+        print(
+            f"  ratio Python no-work source / Parquet = {rate['ceiling'] / rate['parquet']:.2f}x; "
+            f"sparklog / Python no-work source = {rate['sparklog'] / rate['ceiling']:.2f}x"
+        )
+        print(f"  ratio sparklog / rate source          = {rate['sparklog'] / rate['rate']:.2f}x")
+        if results["sparklog"][0] != n:
+            print(f"  WARNING: sparklog read {results['sparklog'][0]} rows, expected {n}")
 
-        lat = latency(spark, bootstrap, producer, args.rate, args.latency_seconds, work)
-        floor = empty_batch_floor(spark, work)
-        p50, p99 = lat
+        (p50, p99), lat_phases = latency(spark, bootstrap, args.rate, args.latency_seconds, work)
+        floor, floor_phases = empty_batch_floor(spark, work)
         print()
         print(f"latency at {args.rate} records/s, default trigger (produce -> foreachBatch)")
         print(f"  sparklog p50 {p50:7.1f} ms   p99 {p99:7.1f} ms")
         print(f"  1-row micro-batch floor (rate-micro-batch, median) {floor:7.1f} ms")
         print(f"  ratio p50 / floor = {p50 / floor:.2f}x (target <= 1.5x)")
+        print(f"  median phases, sparklog batches: {lat_phases}")
+        print(f"  median phases, floor batches:    {floor_phases}")
         producer.close()
         spark.stop()
         return 0
@@ -270,8 +300,36 @@ def main(argv: list[str] | None = None) -> int:
         broker.wait(30)
 
 
-def latency(spark, bootstrap, producer, rate, seconds, work):  # noqa: ANN001, ANN201
-    """Produce-to-foreachBatch latency: each value carries its produce time (ns)."""
+def produce_timestamps(bootstrap: str, rate: int, seconds: float) -> int:
+    """Produce ``rate`` records/s to topic "latency" for ``seconds``; each value is its
+    produce time in ns. Runs in its own process so it does not share the GIL of the driver,
+    whose Python runs the foreachBatch callbacks being timed."""
+    from sparklog.client import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": "0"})
+    interval = 1.0 / rate
+    next_t = time.monotonic()
+    end = next_t + seconds
+    while time.monotonic() < end:
+        producer.produce("latency", value=str(time.time_ns()).encode())
+        next_t += interval
+        delay = next_t - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+    ok = producer.flush(30) == 0
+    producer.close()
+    return 0 if ok else 1
+
+
+def _median_phases(progress: list[dict]) -> dict[str, float]:
+    keys = ("latestOffset", "walCommit", "queryPlanning", "addBatch", "commitOffsets",
+            "triggerExecution")
+    return {k: statistics.median(p["durationMs"].get(k, 0) for p in progress)
+            for k in keys} if progress else {}
+
+
+def latency(spark, bootstrap, rate, seconds, work):  # noqa: ANN001, ANN201
+    """Produce-to-foreachBatch latency (p50, p99) in ms, and the median batch phases."""
     seen: list[float] = []
 
     def on_batch(batch_df, batch_id):  # noqa: ANN001
@@ -291,34 +349,29 @@ def latency(spark, bootstrap, producer, rate, seconds, work):  # noqa: ANN001, A
         .start()
     )
     time.sleep(5)  # let the query start and settle on "latest"
-    stop = threading.Event()
-
-    def produce_loop() -> None:
-        interval = 1.0 / rate
-        next_t = time.monotonic()
-        while not stop.is_set():
-            producer.produce("latency", value=str(time.time_ns()).encode())
-            next_t += interval
-            delay = next_t - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-
-    seen_before = len(seen)
-    t = threading.Thread(target=produce_loop, daemon=True)
-    t.start()
+    warm = 5.0  # the first seconds of data pay for worker start-up; not counted
+    producer = subprocess.Popen(
+        [sys.executable, os.path.abspath(__file__), "--produce-to", bootstrap,
+         "--rate", str(rate), "--latency-seconds", str(warm + seconds)]
+    )
+    time.sleep(warm)
+    seen_before, progress_before = len(seen), len(q.recentProgress)
     time.sleep(seconds)
-    stop.set()
-    t.join()
-    producer.flush(30)
+    seen_after, progress_after = len(seen), len(q.recentProgress)
+    producer.wait(60)
     time.sleep(2)
     q.stop()
-    samples = sorted(seen[seen_before:])
+    samples = sorted(seen[seen_before:seen_after])
+    phases = _median_phases(
+        [p for p in q.recentProgress[progress_before:progress_after] if p["numInputRows"]]
+    )
     if not samples:
-        return float("nan"), float("nan")
-    return statistics.median(samples), samples[min(len(samples) - 1, int(len(samples) * 0.99))]
+        return (float("nan"), float("nan")), phases
+    p99 = samples[min(len(samples) - 1, int(len(samples) * 0.99))]
+    return (statistics.median(samples), p99), phases
 
 
-def empty_batch_floor(spark, work) -> float:  # noqa: ANN001
+def empty_batch_floor(spark, work):  # noqa: ANN001, ANN201
     df = spark.readStream.format("rate-micro-batch").option("rowsPerBatch", "1").load()
 
     def on_batch(batch_df, batch_id):  # noqa: ANN001 - the same work as the latency run
@@ -332,8 +385,9 @@ def empty_batch_floor(spark, work) -> float:  # noqa: ANN001
     )
     time.sleep(12)
     q.stop()
-    durations = [p["durationMs"]["triggerExecution"] for p in q.recentProgress[3:]]
-    return statistics.median(durations) if durations else float("nan")
+    progress = q.recentProgress[3:]
+    durations = [p["durationMs"]["triggerExecution"] for p in progress]
+    return (statistics.median(durations) if durations else float("nan")), _median_phases(progress)
 
 
 if __name__ == "__main__":

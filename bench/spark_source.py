@@ -123,10 +123,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--driver-memory", default="4g")
     ap.add_argument("--rounds", type=int, default=2,
                     help="read the data set this many times per source; the last round counts")
-    ap.add_argument("--produce-to", metavar="BOOTSTRAP", help=argparse.SUPPRESS)
+    ap.add_argument("--latency-rounds", type=int, default=2,
+                    help="latency + floor measurements, alternating; the last one counts")
+    ap.add_argument("--produce-to", nargs=2, metavar=("BOOTSTRAP", "TOPIC"),
+                    help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.produce_to:  # the latency run's producer, in its own process
-        return produce_timestamps(args.produce_to, args.rate, args.latency_seconds)
+        return produce_timestamps(*args.produce_to, args.rate, args.latency_seconds)
     n, per_batch = args.records, args.per_batch
     work = tempfile.mkdtemp(prefix="sparklog-bench-")
     rng = np.random.default_rng(1)
@@ -155,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         admin.create_topics(
             [
                 NewTopic("bench", num_partitions=args.partitions),
-                NewTopic("latency", num_partitions=1),
+                *(NewTopic(f"latency-{i}", num_partitions=1) for i in range(args.latency_rounds)),
             ]
         )
         parquet_dir = os.path.join(work, "parquet")
@@ -286,8 +289,18 @@ def main(argv: list[str] | None = None) -> int:
         if results["sparklog"][0] != n:
             print(f"  WARNING: sparklog read {results['sparklog'][0]} rows, expected {n}")
 
-        (p50, p99), lat_phases = latency(spark, bootstrap, args.rate, args.latency_seconds, work)
-        floor, floor_phases = empty_batch_floor(spark, work)
+        # Latency and floor alternate; the last pair counts (the first one warms the JVM's
+        # streaming code paths, which cost both sides several hundred ms per batch when cold).
+        for rnd in range(args.latency_rounds):
+            (p50, p99), lat_phases = latency(
+                spark, bootstrap, f"latency-{rnd}", args.rate, args.latency_seconds, work
+            )
+            floor, floor_phases = empty_batch_floor(spark, os.path.join(work, f"floor-{rnd}"))
+            print(
+                f"  latency round {rnd + 1}/{args.latency_rounds}: p50 {p50:.1f} ms, "
+                f"p99 {p99:.1f} ms, floor {floor:.1f} ms",
+                flush=True,
+            )
         print()
         print(f"latency at {args.rate} records/s, default trigger (produce -> foreachBatch)")
         print(f"  sparklog p50 {p50:7.1f} ms   p99 {p99:7.1f} ms")
@@ -303,8 +316,8 @@ def main(argv: list[str] | None = None) -> int:
         broker.wait(30)
 
 
-def produce_timestamps(bootstrap: str, rate: int, seconds: float) -> int:
-    """Produce ``rate`` records/s to topic "latency" for ``seconds``; each value is its
+def produce_timestamps(bootstrap: str, topic: str, rate: int, seconds: float) -> int:
+    """Produce ``rate`` records/s to ``topic`` for ``seconds``; each value is its
     produce time in ns. Runs in its own process so it does not share the GIL of the driver,
     whose Python runs the foreachBatch callbacks being timed."""
     from sparklog.client import Producer
@@ -316,7 +329,7 @@ def produce_timestamps(bootstrap: str, rate: int, seconds: float) -> int:
     next_t = time.monotonic()
     end = next_t + seconds
     while time.monotonic() < end:
-        producer.produce("latency", value=str(time.time_ns()).encode())
+        producer.produce(topic, value=str(time.time_ns()).encode())
         next_t += interval
         delay = next_t - time.monotonic()
         if delay > 0:
@@ -333,7 +346,7 @@ def _median_phases(progress: list[dict]) -> dict[str, float]:
             for k in keys} if progress else {}
 
 
-def latency(spark, bootstrap, rate, seconds, work):  # noqa: ANN001, ANN201
+def latency(spark, bootstrap, topic, rate, seconds, work):  # noqa: ANN001, ANN201
     """Produce-to-foreachBatch latency (p50, p99) in ms, and the median batch phases."""
     seen: list[float] = []
 
@@ -345,18 +358,18 @@ def latency(spark, bootstrap, rate, seconds, work):  # noqa: ANN001, ANN201
     df = (
         spark.readStream.format("sparklog")
         .option("bootstrap.servers", bootstrap)
-        .option("subscribe", "latency")
+        .option("subscribe", topic)
         .load()
     )
     q = (
         df.writeStream.foreachBatch(on_batch)
-        .option("checkpointLocation", os.path.join(work, "c-latency"))
+        .option("checkpointLocation", os.path.join(work, f"c-{topic}"))
         .start()
     )
     time.sleep(5)  # let the query start and settle on "latest"
-    warm = 5.0  # the first seconds of data pay for worker start-up; not counted
+    warm = 10.0  # the first seconds of data pay for worker start-up and JIT; not counted
     producer = subprocess.Popen(
-        [sys.executable, os.path.abspath(__file__), "--produce-to", bootstrap,
+        [sys.executable, os.path.abspath(__file__), "--produce-to", bootstrap, topic,
          "--rate", str(rate), "--latency-seconds", str(warm + seconds)]
     )
     time.sleep(warm)

@@ -187,8 +187,8 @@ class SourceOptions:
     poll_timeout_ms: int = 120_000
     fetch_offset_num_retries: int = 3
     fetch_offset_retry_interval_ms: int = 10
-    fetch_bytes: int = 4 * 2**20
-    driver_read_max_offsets: int = 10_000
+    fetch_bytes: int = READ_FETCH_BYTES
+    driver_read_max_offsets: int = DRIVER_READ_MAX_OFFSETS
     client_config: dict[str, str] = field(default_factory=dict)
 
     def client_conf(self) -> dict[str, str]:

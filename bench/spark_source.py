@@ -2,8 +2,8 @@
 
 Throughput (rows/s, wall time from query start to termination, noop sink):
   1. sparklog: ``readStream.format("sparklog")`` + Trigger.AvailableNow over N records
-     (16-byte key, 100-byte value) held by an embedded broker, ``--per-batch`` rows per
-     micro-batch (maxOffsetsPerTrigger),
+     (16-byte key, 100-byte value) held by a sparklog broker in its own process,
+     ``--per-batch`` rows per micro-batch (maxOffsetsPerTrigger),
   2. the same rows as Parquet files read by Spark's file-stream source, the same rows per
      micro-batch (maxFilesPerTrigger),
   3. a Python data source that serves the same seven columns from Arrow batches built in
@@ -17,8 +17,8 @@ of a 1-row micro-batch of the ``rate-micro-batch`` source (the engine's per-batc
 
 Targets (issue 6): sparklog >= 1.0x the Parquet file stream; latency p50 <= 1.5x the floor.
 
-    python bench/spark_source.py                       # 10 M records (a few minutes)
-    python bench/spark_source.py --records 2000000 --latency-seconds 10
+    python bench/spark_source.py                       # 10 M records (~10 minutes)
+    python bench/spark_source.py --records 2000000 --latency-seconds 10 --latency-rounds 1
 """
 
 from __future__ import annotations

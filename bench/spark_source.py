@@ -70,11 +70,14 @@ def wait_listening(port: int, timeout: float = 60.0) -> None:
     raise TimeoutError(f"broker did not listen on {port}")
 
 
-def spark_session(driver_memory: str):  # noqa: ANN201
+def spark_session(driver_memory: str, java_options: str = ""):  # noqa: ANN201
     from pyspark.sql import SparkSession
 
+    builder = SparkSession.builder
+    if java_options:  # local mode: the driver JVM runs the tasks too
+        builder = builder.config("spark.driver.extraJavaOptions", java_options)
     spark = (
-        SparkSession.builder.master("local[2]")
+        builder.master("local[2]")
         .appName("sparklog-bench")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
@@ -123,6 +126,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--driver-memory", default="4g")
     ap.add_argument("--rounds", type=int, default=2,
                     help="read the data set this many times per source; the last round counts")
+    ap.add_argument(
+        "--java-options", default="",
+        help="extra driver JVM options, e.g. '-Darrow.enable_unsafe_memory_access=true' "
+        "(Arrow's bounds checks cost Python sources ~25%% of their JVM time per row)",
+    )
     ap.add_argument("--latency-rounds", type=int, default=2,
                     help="latency + floor measurements, alternating; the last one counts")
     ap.add_argument("--produce-to", nargs=2, metavar=("BOOTSTRAP", "TOPIC"),
@@ -195,7 +203,9 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
 
-        spark = spark_session(args.driver_memory)
+        spark = spark_session(args.driver_memory, args.java_options)
+        if args.java_options:
+            print(f"driver JVM options: {args.java_options}", flush=True)
         from spark_ceiling_source import CeilingSource
 
         spark.dataSource.register(CeilingSource)

@@ -58,6 +58,13 @@ def client_config(args: argparse.Namespace, **extra: Any) -> dict[str, Any]:
     return conf
 
 
+def admin_client(args: argparse.Namespace) -> Any:  # noqa: ANN401 - sparklog.client.AdminClient
+    """An AdminClient for the CLI's connection options; use it in a ``with`` block."""
+    from sparklog.client import AdminClient
+
+    return AdminClient(client_config(args))
+
+
 def wrap(fn: Callable[[argparse.Namespace], int | None]) -> Callable[[argparse.Namespace], int]:
     """The subcommand's ``func``: turns every failure into one line on stderr + exit 1."""
 

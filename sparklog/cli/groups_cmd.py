@@ -6,7 +6,7 @@ import argparse
 import datetime as dt
 from typing import Any
 
-from sparklog.cli.client_common import CliError, add_common, client_config, wrap
+from sparklog.cli.client_common import CliError, add_common, admin_client, wrap
 
 __all__ = ["add_parser", "parse_datetime", "table"]
 
@@ -64,15 +64,8 @@ def table(header: list[str], rows: list[list[Any]]) -> str:
     return "\n".join(lines)
 
 
-def _admin(args: argparse.Namespace) -> Any:
-    from sparklog.client import AdminClient
-
-    return AdminClient(client_config(args))
-
-
 def _list(args: argparse.Namespace) -> int:
-    admin = _admin(args)
-    try:
+    with admin_client(args) as admin:
         groups = admin.list_groups()
         if args.state:
             rows = []
@@ -87,8 +80,6 @@ def _list(args: argparse.Namespace) -> int:
         else:
             for gid, _ptype, _state in groups:
                 print(gid)
-    finally:
-        admin.close()
     return 0
 
 
@@ -96,8 +87,7 @@ def _describe(args: argparse.Namespace) -> int:
     from sparklog.client import TopicPartition
     from sparklog.protocol.errors import GroupIdNotFoundError
 
-    admin = _admin(args)
-    try:
+    with admin_client(args) as admin:
         try:
             desc = admin.describe_groups([args.group])[0]
         except GroupIdNotFoundError:
@@ -128,8 +118,6 @@ def _describe(args: argparse.Namespace) -> int:
             print(f"\nConsumer group '{args.group}' has no active members.")
         print()
         print(table(DESCRIBE_COLUMNS, rows))
-    finally:
-        admin.close()
     return 0
 
 
@@ -166,8 +154,7 @@ def _targets(admin: Any, args: argparse.Namespace, committed: dict) -> list:
 
 
 def _reset(args: argparse.Namespace) -> int:
-    admin = _admin(args)
-    try:
+    with admin_client(args) as admin:
         committed = admin.list_consumer_group_offsets(args.group)
         tps = _targets(admin, args, committed)
         if not tps:
@@ -204,16 +191,11 @@ def _reset(args: argparse.Namespace) -> int:
         print()
         print(table(["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"],
                     [[args.group, tp.topic, tp.partition, new[tp]] for tp in sorted(new)]))
-    finally:
-        admin.close()
     return 0
 
 
 def _delete(args: argparse.Namespace) -> int:
-    admin = _admin(args)
-    try:
+    with admin_client(args) as admin:
         admin.delete_groups([args.group])
         print(f"Deletion of requested consumer groups ('{args.group}') was successful.")
-    finally:
-        admin.close()
     return 0

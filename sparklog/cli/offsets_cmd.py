@@ -6,7 +6,7 @@ import argparse
 import re
 from typing import Any
 
-from sparklog.cli.client_common import CliError, add_common, client_config, wrap
+from sparklog.cli.client_common import CliError, add_common, admin_client, wrap
 
 __all__ = ["add_parser"]
 
@@ -26,7 +26,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from sparklog.client import AdminClient, TopicPartition
+    from sparklog.client import TopicPartition
 
     t = str(args.time).strip().lower()
     try:
@@ -40,8 +40,7 @@ def _run(args: argparse.Namespace) -> int:
             wanted = {int(x) for x in args.partitions.split(",") if x.strip()}
         except ValueError:
             raise CliError(f"--partitions: bad list {args.partitions!r}") from None
-    admin = AdminClient(client_config(args))
-    try:
+    with admin_client(args) as admin:
         topics = admin.list_topics()
         if args.topic in topics:
             names = [args.topic]
@@ -59,6 +58,4 @@ def _run(args: argparse.Namespace) -> int:
         for tp in tps:
             off = res[tp][0]
             print(f"{tp.topic}:{tp.partition}:{off if off >= 0 else ''}")
-    finally:
-        admin.close()
     return 0

@@ -192,14 +192,11 @@ def _consume(args: argparse.Namespace) -> int:
     from sparklog.client import AdminClient, Consumer, TopicPartition
 
     conf = client_config(args)
-    admin = AdminClient(conf)
-    try:
+    with AdminClient(conf) as admin:
         md = admin.describe_topics([args.topic])[args.topic]
         tps = [TopicPartition(args.topic, p) for p in sorted(md.partitions)]
         spec = -1 if args.from_latest else -2
         pos = {tp: v[0] for tp, v in admin.list_offsets({tp: spec for tp in tps}).items()}
-    finally:
-        admin.close()
     consumer = Consumer(conf)
     stats = _Stats("received")
     total = nbytes = 0

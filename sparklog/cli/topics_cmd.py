@@ -6,7 +6,13 @@ import argparse
 import base64
 from typing import Any
 
-from sparklog.cli.client_common import CliError, add_common, client_config, parse_kv, wrap
+from sparklog.cli.client_common import (
+    CliError,
+    add_common,
+    admin_client,
+    parse_kv,
+    wrap,
+)
 
 __all__ = ["add_parser"]
 
@@ -53,19 +59,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
-def _admin(args: argparse.Namespace) -> Any:
-    from sparklog.client import AdminClient
-
-    return AdminClient(client_config(args))
-
-
 def _create(args: argparse.Namespace) -> int:
     from sparklog.client import NewTopic
     from sparklog.protocol.errors import TopicAlreadyExistsError
 
     configs = parse_kv(args.config, "--config")
-    admin = _admin(args)
-    try:
+    with admin_client(args) as admin:
         try:
             admin.create_topics([NewTopic(args.topic,
                                           args.partitions if args.partitions is not None else -1,
@@ -77,20 +76,15 @@ def _create(args: argparse.Namespace) -> int:
                 return 0
             raise CliError(f"Topic '{args.topic}' already exists.") from None
         print(f"Created topic {args.topic}.")
-    finally:
-        admin.close()
     return 0
 
 
 def _list(args: argparse.Namespace) -> int:
-    admin = _admin(args)
-    try:
+    with admin_client(args) as admin:
         for name, md in sorted(admin.list_topics().items()):
             if args.exclude_internal and md.is_internal:
                 continue
             print(name)
-    finally:
-        admin.close()
     return 0
 
 
@@ -100,8 +94,7 @@ def topic_id_str(raw: bytes) -> str:
 
 
 def _describe(args: argparse.Namespace) -> int:
-    admin = _admin(args)
-    try:
+    with admin_client(args) as admin:
         if args.topic:
             topics = admin.describe_topics([args.topic])
         else:
@@ -129,8 +122,6 @@ def _describe(args: argparse.Namespace) -> int:
                 if pm.offline_replicas:
                     line += f"\tOffline: {','.join(map(str, pm.offline_replicas))}"
                 print(line)
-    finally:
-        admin.close()
     return 0
 
 
@@ -140,8 +131,7 @@ def _alter(args: argparse.Namespace) -> int:
         configs[k] = None
     if args.partitions is None and not configs:
         raise CliError("topics alter needs --partitions N or --config KEY=VALUE")
-    admin = _admin(args)
-    try:
+    with admin_client(args) as admin:
         if args.partitions is not None:
             current = admin.describe_topics([args.topic])[args.topic]
             if args.partitions <= len(current.partitions):
@@ -154,16 +144,13 @@ def _alter(args: argparse.Namespace) -> int:
             admin.describe_topics([args.topic])
             admin.alter_configs(args.topic, configs)
             print(f"Completed updating config for topic {args.topic}.")
-    finally:
-        admin.close()
     return 0
 
 
 def _delete(args: argparse.Namespace) -> int:
     from sparklog.protocol.errors import UnknownTopicOrPartitionError
 
-    admin = _admin(args)
-    try:
+    with admin_client(args) as admin:
         try:
             admin.delete_topics([args.topic])
         except UnknownTopicOrPartitionError:
@@ -171,6 +158,4 @@ def _delete(args: argparse.Namespace) -> int:
                 return 0
             raise CliError(f"Topic '{args.topic}' does not exist as expected") from None
         print(f"Deleted topic {args.topic}.")
-    finally:
-        admin.close()
     return 0

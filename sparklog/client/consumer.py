@@ -138,17 +138,7 @@ async def list_offsets(client: AsyncClient, specs: dict[TopicPartition, int],
     while todo:
         by_leader: dict[int, list[TopicPartition]] = {}
         for tp in todo:
-            leader = client.metadata.leader_for(tp)
-            if leader is None:
-                await client.topic_metadata(tp.topic)
-                leader = client.metadata.leader_for(tp)
-                if leader is None:
-                    tm = client.metadata.topics.get(tp.topic)
-                    if tm is not None and tp.partition not in tm.partitions:
-                        raise error_for_code(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                             f"{tp.topic}-{tp.partition} does not exist")
-                    raise error_for_code(ErrorCode.LEADER_NOT_AVAILABLE, str(tp))
-            by_leader.setdefault(leader, []).append(tp)
+            by_leader.setdefault(await client.leader_id(tp), []).append(tp)
         retry: dict[TopicPartition, int] = {}
         last_err: KafkaError | None = None
         for leader, tps in by_leader.items():
@@ -544,16 +534,11 @@ class Consumer:
         tps = [tp for tp in tps if assignment[tp].fetch_offset is not None]
         by_leader: dict[int, list[TopicPartition]] = {}
         for tp in tps:
-            leader = self._client.metadata.leader_for(tp)
-            if leader is None:
-                try:
-                    await self._client.topic_metadata(tp.topic)
-                except KafkaError as e:
-                    log.debug("no metadata for %s: %s", tp, e)
-                    continue
-                leader = self._client.metadata.leader_for(tp)
-                if leader is None:
-                    continue
+            try:
+                leader = await self._client.leader_id(tp)
+            except KafkaError as e:  # skipped this round; the next poll asks again
+                log.debug("no leader for %s: %s", tp, e)
+                continue
             by_leader.setdefault(leader, []).append(tp)
         if not by_leader:
             await asyncio.sleep(self._client.config.retry_backoff_ms / 1000)

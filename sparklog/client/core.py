@@ -280,9 +280,12 @@ class AsyncClient:
         return (time.monotonic() - self.metadata.updated_at) * 1000 < \
             self.config.metadata_max_age_ms
 
-    async def leader_connection(self, tp: TopicPartition) -> BrokerConnection:
+    async def leader_id(self, tp: TopicPartition, *, fresh: bool = False) -> int:
+        """The node id leading ``tp``, from metadata (fetched again when the partition has no
+        known leader, or with ``fresh`` when the cached metadata is older than
+        metadata.max.age.ms). Raises UNKNOWN_TOPIC_OR_PARTITION / LEADER_NOT_AVAILABLE."""
         leader = self.metadata.leader_for(tp)
-        if leader is None or not self._fresh():
+        if leader is None or (fresh and not self._fresh()):
             await self.topic_metadata(tp.topic)
             leader = self.metadata.leader_for(tp)
             if leader is None:
@@ -292,7 +295,10 @@ class AsyncClient:
                                          f"{tp.topic}-{tp.partition} does not exist")
                 raise error_for_code(ErrorCode.LEADER_NOT_AVAILABLE,
                                      f"no leader for {tp.topic}-{tp.partition}")
-        return await self.connection(leader)
+        return leader
+
+    async def leader_connection(self, tp: TopicPartition) -> BrokerConnection:
+        return await self.connection(await self.leader_id(tp, fresh=True))
 
     def invalidate(self) -> None:
         """Mark the cache stale so the next lookup refreshes it."""

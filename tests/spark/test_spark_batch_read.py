@@ -9,14 +9,15 @@ def _rows(df):
     return sorted((r.partition, r.offset, bytes(r.value)) for r in df.collect())
 
 
-def test_batch_read_everything_with_kafka_schema(spark, bootstrap, topic_factory):
-    t = topic_factory(partitions=2)
+def _fill(bootstrap, t, keys=False):  # noqa: ANN001, ANN202
+    """Partition 0: a0..a29 at timestamps 1000..1029 (keys k0..k29 if asked); partition 1:
+    b0..b19 at 2000..2019, no keys."""
     produce(
         bootstrap,
         t,
         [b"a%d" % i for i in range(30)],
         partition=0,
-        keys=[b"k%d" % i for i in range(30)],
+        keys=[b"k%d" % i for i in range(30)] if keys else None,
         timestamps=[1_000 + i for i in range(30)],
     )
     produce(
@@ -26,6 +27,11 @@ def test_batch_read_everything_with_kafka_schema(spark, bootstrap, topic_factory
         partition=1,
         timestamps=[2_000 + i for i in range(20)],
     )
+
+
+def test_batch_read_everything_with_kafka_schema(spark, bootstrap, topic_factory):
+    t = topic_factory(partitions=2)
+    _fill(bootstrap, t, keys=True)
     df = source(spark, bootstrap, stream=False, subscribe=t)
     assert df.columns == [
         "key",
@@ -48,20 +54,7 @@ def test_batch_read_everything_with_kafka_schema(spark, bootstrap, topic_factory
 
 def test_batch_read_offset_and_timestamp_bounds(spark, bootstrap, topic_factory):
     t = topic_factory(partitions=2)
-    produce(
-        bootstrap,
-        t,
-        [b"a%d" % i for i in range(30)],
-        partition=0,
-        timestamps=[1_000 + i for i in range(30)],
-    )
-    produce(
-        bootstrap,
-        t,
-        [b"b%d" % i for i in range(20)],
-        partition=1,
-        timestamps=[2_000 + i for i in range(20)],
-    )
+    _fill(bootstrap, t)
     df = source(
         spark,
         bootstrap,

@@ -59,17 +59,22 @@ def _wait(cond, timeout: float, what: str, members=()) -> None:
         time.sleep(0.1)
 
 
+def _keyed_topic(bs, topic, n):  # noqa: ANN001, ANN202
+    """Create ``topic`` with 6 partitions holding records k0/v0 .. k{n-1}/v{n-1}."""
+    with AdminClient({"bootstrap.servers": bs}) as admin:
+        admin.create_topics([NewTopic(topic, 6)])
+    with Producer({"bootstrap.servers": bs}) as p:
+        p.produce_arrow(topic, pa.array([f"v{i}".encode() for i in range(n)]),
+                        keys=pa.array([f"k{i}".encode() for i in range(n)]))
+        assert p.flush(30) == 0
+
+
 @pytest.mark.parametrize("strategy", ["range", "roundrobin", "cooperative-sticky"])
 def test_three_consumers_rebalance_without_losing_records(cluster, strategy):
     bs = cluster.bootstrap_servers
     topic = f"grp-{strategy}-{uuid.uuid4().hex[:6]}"
     group = f"g-{uuid.uuid4().hex[:6]}"
-    with AdminClient({"bootstrap.servers": bs}) as admin:
-        admin.create_topics([NewTopic(topic, 6)])
-    with Producer({"bootstrap.servers": bs}) as p:
-        p.produce_arrow(topic, pa.array([f"v{i}".encode() for i in range(600)]),
-                        keys=pa.array([f"k{i}".encode() for i in range(600)]))
-        assert p.flush(30) == 0
+    _keyed_topic(bs, topic, 600)
     conf = {"bootstrap.servers": bs, "group.id": group, "auto.offset.reset": "earliest",
             "partition.assignment.strategy": strategy, "heartbeat.interval.ms": 200,
             "session.timeout.ms": 6000, "auto.commit.interval.ms": 200}
@@ -162,12 +167,7 @@ def test_mixed_group_with_confluent_kafka_member(cluster):
     bs = cluster.bootstrap_servers
     topic = f"mixed-{uuid.uuid4().hex[:6]}"
     group = f"gx-{uuid.uuid4().hex[:6]}"
-    with AdminClient({"bootstrap.servers": bs}) as admin:
-        admin.create_topics([NewTopic(topic, 6)])
-    with Producer({"bootstrap.servers": bs}) as p:
-        p.produce_arrow(topic, pa.array([f"v{i}".encode() for i in range(300)]),
-                        keys=pa.array([f"k{i}".encode() for i in range(300)]))
-        assert p.flush(30) == 0
+    _keyed_topic(bs, topic, 300)
     mine = Member({"bootstrap.servers": bs, "group.id": group, "auto.offset.reset": "earliest",
                    "partition.assignment.strategy": "range", "heartbeat.interval.ms": 200,
                    "session.timeout.ms": 6000}, topic)

@@ -566,20 +566,8 @@ class PartitionLog:
                                       dup.timestamp if lat else -1, self._log_start_offset,
                                       record_count=dup.last_offset - dup.first_offset + 1,
                                       max_timestamp=dup.timestamp, duplicate=True)
-            seg = self._segments[-1]
-            if seg.size:
-                ref = seg.first_batch_timestamp
-                waited = ((max_ts if max_ts >= 0 else now) - ref) if ref >= 0 else now - seg.created_ms
-                if (seg.size + total > cfg.segment_bytes
-                        or waited > cfg.segment_ms - self._roll_jitter_ms
-                        or seg.offset_index.entries >= seg.offset_index.max_entries
-                        or seg.time_index.entries >= seg.time_index.max_entries
-                        or nxt - 1 - seg.base_offset > _INT32_MAX):
-                    seg = self._roll_locked()
-            try:
-                seg.append(iov, total, metas)
-            except OSError as exc:
-                self._undo_write(exc)
+            self._maybe_roll(total, max_ts, nxt - 1, now)
+            self._write(iov, total, metas)
             if updated:
                 self._producers.commit(updated, nxt)
             else:
@@ -589,9 +577,7 @@ class PartitionLog:
             self._leo = nxt
             info = AppendInfo(first, nxt - 1, now if lat else -1, self._log_start_offset,
                               count, max_ts, off_max, total)
-            self._unflushed_messages += count
-            if self._unflushed_messages >= cfg.flush_messages:
-                self.flush()
+            self._after_append(count)
         if self._listeners:
             self._notify()
         return info
@@ -660,14 +646,6 @@ class PartitionLog:
         self._bases = [s.base_offset for s in self._segments]
         if len(self._segments) == 1:
             self._log_start_offset = max(self._log_start_offset, base)
-
-    def _undo_write(self, exc: OSError) -> None:
-        seg = self._segments[-1]
-        try:
-            os.ftruncate(seg.fd, seg.size)
-        except OSError:
-            pass
-        raise KafkaStorageError(f"write to {seg.log_path} failed: {exc}") from exc
 
     def _write(self, iov: list, total: int, metas: list[tuple[int, int, int, int]]) -> None:
         seg = self._segments[-1]

@@ -259,6 +259,5 @@ def _swap(plog: PartitionLog, group: list[LogSegment], cleaned: LogSegment,
             raise SimulatedCrash("while renaming replaced segments")
     cleaned.rename_suffix("")
     plog._segments[idx : idx + len(group)] = [cleaned]
-    plog._bases = [s.base_offset for s in plog._segments]
     if plog.config.file_delete_delay_ms == 0:
         plog.delete_pending_files(force=True)

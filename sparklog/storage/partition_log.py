@@ -33,6 +33,7 @@ reports it so the broker can re-fetch it from a replica.
 from __future__ import annotations
 
 import logging
+import operator
 import os
 import random
 import shutil
@@ -95,6 +96,8 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+_BASE = operator.attrgetter("base_offset")  # bisect key: segments are sorted by base offset
 
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
@@ -192,7 +195,6 @@ class PartitionLog:
         self._listeners: list[Callable[[PartitionLog], None]] = []
         self._closed = False
         self._segments: list[LogSegment] = []
-        self._bases: list[int] = []
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self._unflushed_messages = 0
         self._last_flush_ms = self._time_ms()
@@ -368,15 +370,14 @@ class PartitionLog:
         if not self._segments:
             start = log_start_offset or 0
             self._segments = [self._new_segment(start)]
-        self._bases = [s.base_offset for s in self._segments]
 
         # which segments need recovery: the one holding the recovery point and later ones
         if clean:
             first_unflushed = len(self._segments)
         else:
-            first_unflushed = max(0, bisect_right(self._bases, recovery_point) - 1)
+            first_unflushed = max(0, bisect_right(self._segments, recovery_point, key=_BASE) - 1)
         for i in range(first_unflushed):
-            nxt = self._bases[i + 1] if i + 1 < len(self._bases) else None
+            nxt = self._segments[i + 1].base_offset if i + 1 < len(self._segments) else None
             self._segments[i].load(nxt)
         if first_unflushed < len(self._segments):
             self._recover_segments(first_unflushed)
@@ -457,7 +458,6 @@ class PartitionLog:
             if not s.size:
                 s.delete_files()
         self._segments[:] = keep
-        self._bases = [s.base_offset for s in self._segments]
         last = self._segments[-1]
         if last.size == 0 and len(self._segments) > 1:
             prev = self._segments[-2]
@@ -643,7 +643,6 @@ class PartitionLog:
         old.delete_files()
         seg = self._new_segment(base)
         self._segments.append(seg)
-        self._bases = [s.base_offset for s in self._segments]
         if len(self._segments) == 1:
             self._log_start_offset = max(self._log_start_offset, base)
 
@@ -691,7 +690,6 @@ class PartitionLog:
         old.on_become_inactive()
         seg = self._new_segment(new_base)
         self._segments.append(seg)
-        self._bases.append(new_base)
         self._producers.map_end_offset = self._leo
         self._producers.take_snapshot(self._leo)
         log.debug("%s-%d: rolled new segment at %d", self.topic, self.partition, new_base)
@@ -717,7 +715,7 @@ class PartitionLog:
             if start_offset >= limit_offset:
                 return info
             remaining = max_bytes
-            i = max(0, bisect_right(self._bases, start_offset) - 1)
+            i = max(0, bisect_right(self._segments, start_offset, key=_BASE) - 1)
             offset = start_offset
             while i < len(self._segments) and offset < limit_offset:
                 seg = self._segments[i]
@@ -897,7 +895,6 @@ class PartitionLog:
                      self._leo, offset)
             while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
                 seg = self._segments.pop()
-                self._bases.pop()
                 seg.delete_files()
             seg = self._segments[-1]
             seg.truncate_to(offset)
@@ -923,7 +920,6 @@ class PartitionLog:
         for seg in self._segments:
             seg.delete_files()
         self._segments = [self._new_segment(offset)]
-        self._bases = [offset]
         self._leo = self._hw = self._log_start_offset = self._recovery_point = offset
         self._epochs.clear()
         self._producers.delete_all_snapshots()
@@ -992,7 +988,6 @@ class PartitionLog:
     def _delete_segments_locked(self, n: int, reason: str) -> None:
         doomed = self._segments[:n]
         del self._segments[:n]
-        del self._bases[:n]
         new_start = self._segments[0].base_offset
         if new_start > self._log_start_offset:
             self._log_start_offset = new_start
@@ -1145,7 +1140,6 @@ class PartitionLog:
                 seg.delete_files()
         new.rename_suffix("")
         self._segments[idx : idx + len(old)] = [new]
-        self._bases = [s.base_offset for s in self._segments]
 
 
 # ====================================================================== helpers

@@ -62,6 +62,7 @@ def _read_pass(ctx: RequestContext, entries: list[_PartitionFetch], request: Any
             resp.high_watermark = hw
             resp.last_stable_offset = lso
             resp.log_start_offset = start
+            # no transactions are served yet, so a read_committed fetch has none to report
             resp.aborted_transactions = [] if read_committed else None
             if follower:
                 rm.record_follower_fetch(p, request.replica_id, r.fetch_offset)
@@ -92,10 +93,6 @@ def _read_pass(ctx: RequestContext, entries: list[_PartitionFetch], request: Any
                 total += size
                 budget -= size
                 min_one = False
-            if read_committed:
-                aborted = getattr(plog, "aborted_transactions", None)
-                if aborted is not None and size:
-                    resp.aborted_transactions = _aborted(resp, aborted, r.fetch_offset, size)
         except KafkaError as exc:
             resp.error_code = int(exc.error_code)
             resp.records = b""
@@ -103,15 +100,6 @@ def _read_pass(ctx: RequestContext, entries: list[_PartitionFetch], request: Any
             ctx.log_once(f"fetch-{exc.error_code.name}", logging.INFO,
                          "fetch %s-%d from %s: %s", e.topic, r.partition, ctx.client_host, exc)
     return total, any_error
-
-
-def _aborted(resp: Any, aborted_fn: Any, fetch_offset: int, size: int) -> list[Any]:
-    cls = api_spec(ApiKey.FETCH).response.AbortedTransaction
-    try:
-        txns = aborted_fn(fetch_offset, resp.last_stable_offset)
-    except TypeError:
-        return []
-    return [cls(producer_id=pid, first_offset=first) for pid, first in txns]
 
 
 @register(ApiKey.FETCH, 4, 13)

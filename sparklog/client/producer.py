@@ -4,7 +4,7 @@ Threading model: the caller's thread appends to per-partition batches under one 
 ``produce`` call is a partition choice and a few list appends, no encoding); the private
 event-loop thread runs the sender, which closes batches after ``linger.ms`` / at
 ``batch.size``, encodes each batch in one vectorised pass (lists -> Arrow -> RecordBatch v2,
-see ``arrow_encode``), and keeps up to ``max.in.flight.requests.per.connection`` Produce
+see ``sparklog.protocol.record_arrow_encode``), and keeps up to ``max.in.flight.requests.per.connection`` Produce
 requests in flight per broker. ``produce_arrow`` encodes its batches in the caller's thread
 straight from the Arrow columns and only queues finished bytes.
 
@@ -28,7 +28,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from sparklog.client.arrow_encode import EncodedBatch, as_binary_array, binary_parts, encode_batches
 from sparklog.client.connection import EventLoopThread, KafkaConnectionError, KafkaTimeoutError
 from sparklog.client.core import AsyncClient, conf_bool, conf_int
 from sparklog.client.metadata import TopicPartition
@@ -43,6 +42,12 @@ from sparklog.protocol.errors import (
 )
 from sparklog.protocol.messages.produce import ProduceRequest
 from sparklog.protocol.messages.transactions import InitProducerIdRequest
+from sparklog.protocol.record_arrow_encode import (
+    EncodedBatch,
+    as_binary_array,
+    binary_parts,
+    encode_batches,
+)
 from sparklog.protocol.records import Record, encode_batch
 
 log = logging.getLogger(__name__)

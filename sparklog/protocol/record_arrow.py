@@ -35,8 +35,8 @@ numpy calls) and use the per-record decoder.
 
 Public API: ``decode_batches_to_arrow`` (a fetched buffer / log slice of concatenated batches
 -> one ``pyarrow.RecordBatch``) and ``decode_batch_to_arrow`` (one batch), plus
-``arrow_schema``. This module is the only one in ``sparklog.protocol`` that imports numpy and
-pyarrow.
+``arrow_schema``. This module and ``record_arrow_encode`` (the reverse direction) are the only
+ones in ``sparklog.protocol`` that import numpy and pyarrow.
 """
 
 from __future__ import annotations

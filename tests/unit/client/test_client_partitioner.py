@@ -7,8 +7,8 @@ import numpy as np
 import pyarrow as pa
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
-from sparklog.client.arrow_encode import binary_parts
 from sparklog.client.partitioner import Partitioner, murmur2, murmur2_array, partition_for_key
+from sparklog.protocol.record_arrow_encode import binary_parts
 
 
 def _signed(h: int) -> int:

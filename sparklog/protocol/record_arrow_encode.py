@@ -8,8 +8,7 @@ into place in bulk (a reshape when all records have the same layout, which is th
 fixed-size case). Records of many batches are written into ONE buffer with 61-byte gaps
 for the batch headers, so an uncompressed batch is a slice of that buffer: no copy.
 
-This belongs with the record codec; it lives in the client until the protocol layer grows
-a vectorised encoder (see the CLIENT report).
+The counterpart of ``record_arrow`` (decoding); the producer's bulk path and benchmarks use it.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ import crc32c
 import numpy as np
 import pyarrow as pa
 
-from sparklog.protocol.compression import compress
+from .compression import compress
 
 __all__ = ["EncodedBatch", "encode_batches", "binary_parts", "as_binary_array"]
 

@@ -16,8 +16,9 @@ is a numpy operation over all records of all batches at once:
 3. **Fields**, vectorised. Records of an equal-size run almost always share one byte layout
    (varint widths, key and value lengths): the layout of each run's first record is read,
    runs are grouped by layout, each group's record heads are copied with one row gather and
-   every field is decoded from fixed columns (continuation bits checked per row; rows that
-   disagree fall through). Everything else (walked records, headers, odd layouts) goes
+   every field is read from fixed columns as one little-endian word: the lengths the layout
+   fixes are compared byte for byte with the group's first record, the two deltas decoded
+   with their continuation bits checked; rows that disagree fall through. Everything else (walked records, headers, odd layouts) goes
    through the general parser: each varint is read by gathering 8 bytes per record through
    an unaligned ``uint64`` view of the buffer and decoding the continuation bits with bit
    arithmetic; key/value/header slices become (position, length) pairs.
@@ -469,7 +470,8 @@ def _record_layout(raw: bytes | memoryview, p: int, size: int) -> tuple[int, ...
 
 def _col_varint(hm: np.ndarray, off: int, width: int, ok: np.ndarray) -> np.ndarray:
     """Varints of a known width at a fixed column of the head matrix (zigzag-decoded);
-    rows whose continuation bits disagree with ``width`` are cleared in ``ok``."""
+    rows whose continuation bits disagree with ``width`` are cleared in ``ok``. Only for
+    widths over 8 bytes (9-byte timestamp deltas); ``_word_varint`` does the rest."""
     v = np.zeros(hm.shape[0], dtype=np.uint64)
     for j in range(width):
         c = hm[:, off + j]
@@ -479,6 +481,30 @@ def _col_varint(hm: np.ndarray, off: int, width: int, ok: np.ndarray) -> np.ndar
             ok &= c < 0x80
         v |= (c & 0x7F).astype(np.uint64) << np.uint64(7 * j)
     return ((v >> _ONE) ^ (np.uint64(0) - (v & _ONE))).view(np.int64)
+
+
+def _low_bytes(width: int) -> np.uint64:
+    return np.uint64((1 << (8 * width)) - 1)
+
+
+def _word_varint(word: np.ndarray, width: int, ok: np.ndarray) -> np.ndarray:
+    """Varints of a known width (<= 8) at the low end of each little-endian word,
+    zigzag-decoded; rows whose continuation bits disagree with ``width`` are cleared in
+    ``ok`` (one compare for all of a row's continuation bits)."""
+    m = word & _low_bytes(width)
+    cont = _HI & _low_bytes(width)
+    ok &= (m & cont) == (cont & _low_bytes(width - 1))
+    v = m & _U7
+    for k in range(1, width):
+        v |= (m >> np.uint64(k)) & np.uint64(0x7F << (7 * k))
+    return ((v >> _ONE) ^ (np.uint64(0) - (v & _ONE))).view(np.int64)
+
+
+def _same_low_bytes(word: np.ndarray, width: int) -> np.ndarray:
+    """Rows whose low ``width`` bytes equal row 0's (a field every record of a layout
+    group encodes identically, e.g. the record length: equal bytes, equal varint)."""
+    m = word & _low_bytes(width)
+    return m == m[0]
 
 
 def _fixed_layout_rows(
@@ -533,6 +559,9 @@ def _decode_layout_groups(
     buf: _Buf, grouped: dict[tuple[int, ...], list[int]], runs: tuple[np.ndarray, ...],
     f: _Fields, key_head: np.ndarray, val_head: np.ndarray, irregular: np.ndarray,
 ) -> None:
+    """Row 0 of every group is the first record of a run whose layout was checked field by
+    field; every other row is checked against it: the fields the layout fixes (record,
+    key and value lengths) byte for byte, the two deltas by their continuation bits."""
     rec0, p0, _size, count = runs
     for layout, members in grouped.items():
         S, a, t, o, kl, K, vl, V = layout
@@ -547,22 +576,33 @@ def _decode_layout_groups(
         vofs = kofs + kn + vl
         vn = max(V, 0)
         width = vofs + min(vn, 12)
-        # one gather of `width` bytes per record: a void-dtype row gather is a plain memcpy
-        # per row (several times faster than 2-D fancy indexing)
+        n = len(pos)
+        # one gather of `width` bytes per record (a void-dtype row gather is a plain memcpy
+        # per row, several times faster than 2-D fancy indexing), into a buffer with 8 spare
+        # bytes so that any column can be read as an unaligned little-endian word
         rows_view = np.ndarray(
             shape=(buf.size - width + 1,), dtype=np.dtype((np.void, width)), buffer=buf.u8,
             strides=(1,),
         )
-        hm = rows_view[pos].view(np.uint8).reshape(len(pos), width)
-        ok = np.ones(len(pos), dtype=bool)
-        ok &= _col_varint(hm, 0, a, ok) == S - a
-        ts = _col_varint(hm, a + 1, t, ok)
-        off = _col_varint(hm, a + 1 + t, o, ok)
-        ok &= _col_varint(hm, a + 1 + t + o, kl, ok) == K
-        ok &= _col_varint(hm, kofs + kn, vl, ok) == V
+        heads = np.zeros(n * width + 8, dtype=np.uint8)
+        heads[: n * width].view(np.dtype((np.void, width)))[:] = rows_view[pos]
+
+        def column(at: int, dtype: str = "<u8", *, heads: np.ndarray = heads,
+                   width: int = width, n: int = n) -> np.ndarray:
+            return np.ndarray(shape=(n,), dtype=dtype, buffer=heads, offset=at,
+                              strides=(width,))
+
+        ok = _same_low_bytes(column(0), a)
+        ok &= _same_low_bytes(column(kofs - kl), kl)
+        ok &= _same_low_bytes(column(kofs + kn), vl)
+        if t <= 8:
+            ts = _word_varint(column(a + 1), t, ok)
+        else:
+            ts = _col_varint(heads[: n * width].reshape(n, width), a + 1, t, ok)
+        off = _word_varint(column(a + 1 + t), o, ok)
         ok &= buf.u8[pos + (vofs + vn)] == 0  # headerCount 0
         if not ok.all():
-            rows, pos, ts, off, hm = rows[ok], pos[ok], ts[ok], off[ok], hm[ok]
+            rows, pos, ts, off = rows[ok], pos[ok], ts[ok], off[ok]
         f.ts_delta[rows] = ts
         f.off_delta[rows] = off
         f.key_pos[rows] = pos + kofs
@@ -570,9 +610,15 @@ def _decode_layout_groups(
         f.val_pos[rows] = pos + vofs
         f.val_len[rows] = V
         for head, start, nbytes in ((key_head, kofs, kn), (val_head, vofs, vn)):
-            if nbytes:  # the first min(len, 12) bytes, zero padded (inline views)
-                block = np.zeros((len(rows), 12), dtype=np.uint8)
-                block[:, : min(nbytes, 12)] = hm[:, start : start + min(nbytes, 12)]
+            if nbytes > 12:  # a long value's view needs only its 4-byte prefix
+                prefix = column(start, "<u4")
+                head.view("<u4")[rows, 0] = prefix if ok.all() else prefix[ok]
+            elif nbytes:  # the whole value, zero padded (inline views)
+                hm = heads[: n * width].reshape(n, width)
+                block = np.zeros((n, 12), dtype=np.uint8)
+                block[:, :nbytes] = hm[:, start : start + nbytes]
+                if not ok.all():
+                    block = block[ok]
                 head.view("V12")[rows, 0] = block.view("V12")[:, 0]
         irregular[rows] = False
 

@@ -149,3 +149,24 @@ def test_verify_crc_false_still_rejects_bad_structure():
     raw[61] = 0x7F  # first record's length -> the chain no longer tiles the batch
     with pytest.raises(CorruptRecordError):
         ra.decode_batches_to_arrow(bytes(raw), verify_crc=False)
+
+
+@pytest.mark.parametrize("key_len,null_key,val_len,null_value", [
+    (20, False, 0, True),  # long keys; empty and null values encode to the same size
+    (0, True, 100, False),  # long values; empty and null keys encode to the same size
+    (5, False, 0, True),  # inline keys, same again
+])
+def test_same_size_records_with_other_layouts(key_len, null_key, val_len, null_value):
+    """Records that keep the run's size but not its layout (a null where the others hold an
+    empty value) fall out of the layout group and are decoded by the general parser."""
+    recs = [Record(None if null_key and i % 3 == 1 else b"k" * key_len,
+                   None if null_value and i % 3 == 1 else b"v" * val_len, [], 1000 + i)
+            for i in range(300)]
+    raw = encode_batch(recs)
+    assert rows_of(ra.decode_batches_to_arrow(raw)) == expected_rows(raw)
+
+
+def test_nine_byte_timestamp_deltas_in_a_run():
+    recs = [Record(b"k" * 16, b"v" * 40, [], 0 if i == 0 else 2**61 + i) for i in range(200)]
+    raw = encode_batch(recs)
+    assert rows_of(ra.decode_batches_to_arrow(raw)) == expected_rows(raw)

@@ -18,8 +18,8 @@ is a numpy operation over all records of all batches at once:
    runs are grouped by layout, each group's record heads are copied with one row gather and
    every field is read from fixed columns as one little-endian word: the lengths the layout
    fixes are compared byte for byte with the group's first record, the two deltas decoded
-   with their continuation bits checked; rows that disagree fall through. Everything else (walked records, headers, odd layouts) goes
-   through the general parser: each varint is read by gathering 8 bytes per record through
+   with their continuation bits checked; rows that disagree fall through. Everything else
+   (walked records, headers, odd layouts) goes through the general parser: each varint is read by gathering 8 bytes per record through
    an unaligned ``uint64`` view of the buffer and decoding the continuation bits with bit
    arithmetic; key/value/header slices become (position, length) pairs.
 4. **Verification**, vectorised: the chain must close (each record ends where the next
@@ -500,6 +500,12 @@ def _word_varint(word: np.ndarray, width: int, ok: np.ndarray) -> np.ndarray:
     return ((v >> _ONE) ^ (np.uint64(0) - (v & _ONE))).view(np.int64)
 
 
+def _column(heads: np.ndarray, at: int, width: int, n: int, dtype: str = "<u8") -> np.ndarray:
+    """Column ``at`` of ``n`` record heads of ``width`` bytes each, read as one unaligned
+    little-endian word per head (``heads`` has 8 spare bytes after the last head)."""
+    return np.ndarray(shape=(n,), dtype=dtype, buffer=heads, offset=at, strides=(width,))
+
+
 def _same_low_bytes(word: np.ndarray, width: int) -> np.ndarray:
     """Rows whose low ``width`` bytes equal row 0's (a field every record of a layout
     group encodes identically, e.g. the record length: equal bytes, equal varint)."""
@@ -584,24 +590,21 @@ def _decode_layout_groups(
             shape=(buf.size - width + 1,), dtype=np.dtype((np.void, width)), buffer=buf.u8,
             strides=(1,),
         )
-        heads = np.zeros(n * width + 8, dtype=np.uint8)
-        heads[: n * width].view(np.dtype((np.void, width)))[:] = rows_view[pos]
-
-        def column(at: int, dtype: str = "<u8", *, heads: np.ndarray = heads,
-                   width: int = width, n: int = n) -> np.ndarray:
-            return np.ndarray(shape=(n,), dtype=dtype, buffer=heads, offset=at,
-                              strides=(width,))
-
-        ok = _same_low_bytes(column(0), a)
-        ok &= _same_low_bytes(column(kofs - kl), kl)
-        ok &= _same_low_bytes(column(kofs + kn), vl)
+        heads = np.empty(n * width + 8, dtype=np.uint8)
+        heads[n * width :] = 0
+        hm = heads[: n * width].reshape(n, width)
+        hm.view(np.dtype((np.void, width)))[:, 0] = rows_view[pos]
+        ok = _same_low_bytes(_column(heads, 0, width, n), a)
+        ok &= _same_low_bytes(_column(heads, kofs - kl, width, n), kl)
+        ok &= _same_low_bytes(_column(heads, kofs + kn, width, n), vl)
         if t <= 8:
-            ts = _word_varint(column(a + 1), t, ok)
+            ts = _word_varint(_column(heads, a + 1, width, n), t, ok)
         else:
-            ts = _col_varint(heads[: n * width].reshape(n, width), a + 1, t, ok)
-        off = _word_varint(column(a + 1 + t), o, ok)
+            ts = _col_varint(hm, a + 1, t, ok)
+        off = _word_varint(_column(heads, a + 1 + t, width, n), o, ok)
         ok &= buf.u8[pos + (vofs + vn)] == 0  # headerCount 0
-        if not ok.all():
+        all_ok = bool(ok.all())
+        if not all_ok:
             rows, pos, ts, off = rows[ok], pos[ok], ts[ok], off[ok]
         f.ts_delta[rows] = ts
         f.off_delta[rows] = off
@@ -611,13 +614,12 @@ def _decode_layout_groups(
         f.val_len[rows] = V
         for head, start, nbytes in ((key_head, kofs, kn), (val_head, vofs, vn)):
             if nbytes > 12:  # a long value's view needs only its 4-byte prefix
-                prefix = column(start, "<u4")
-                head.view("<u4")[rows, 0] = prefix if ok.all() else prefix[ok]
+                prefix = _column(heads, start, width, n, "<u4")
+                head.view("<u4")[rows, 0] = prefix if all_ok else prefix[ok]
             elif nbytes:  # the whole value, zero padded (inline views)
-                hm = heads[: n * width].reshape(n, width)
                 block = np.zeros((n, 12), dtype=np.uint8)
                 block[:, :nbytes] = hm[:, start : start + nbytes]
-                if not ok.all():
+                if not all_ok:
                     block = block[ok]
                 head.view("V12")[rows, 0] = block.view("V12")[:, 0]
         irregular[rows] = False

@@ -275,6 +275,22 @@ def _header_parts(headers: pa.Array, lo: int, hi: int):
     return counts, ko_s, kd, klen, vo_s, vd, vlen
 
 
+def _binary_lengths(
+    arr: pa.Array | None, n: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(offsets, data, lengths, wire lengths) of a key or value column; a null (or a missing
+    column) has length 0 in the data and -1 on the wire."""
+    if arr is None:
+        return (np.zeros(n + 1, np.int64), np.zeros(0, np.uint8), np.zeros(n, np.int64),
+                np.full(n, -1, np.int64))
+    offsets, data, valid = binary_parts(arr)
+    length = np.diff(offsets)
+    if valid is None:
+        return offsets, data, length, length
+    wire = np.where(valid, length, -1)
+    return offsets, data, np.maximum(wire, 0), wire
+
+
 def encode_batches(
     values: pa.Array | None,
     keys: pa.Array | None = None,
@@ -314,26 +330,8 @@ def encode_batches(
         raise ValueError("keys/values lengths differ")
 
     # ---- per-record lengths
-    if values is not None:
-        vo, vd, vvalid = binary_parts(values)
-        vlen = np.diff(vo)
-        vlen_f = vlen if vvalid is None else np.where(vvalid, vlen, -1)
-    else:
-        vo, vd = np.zeros(n + 1, np.int64), np.zeros(0, np.uint8)
-        vlen = np.zeros(n, np.int64)
-        vlen_f = np.full(n, -1, np.int64)
-    if keys is not None:
-        ko, kd, kvalid = binary_parts(keys)
-        klen = np.diff(ko)
-        klen_f = klen if kvalid is None else np.where(kvalid, klen, -1)
-    else:
-        ko, kd = np.zeros(n + 1, np.int64), np.zeros(0, np.uint8)
-        klen = np.zeros(n, np.int64)
-        klen_f = np.full(n, -1, np.int64)
-    if klen_f.min() < 0:
-        klen = np.maximum(klen_f, 0)
-    if vlen_f.min() < 0:
-        vlen = np.maximum(vlen_f, 0)
+    vo, vd, vlen, vlen_f = _binary_lengths(values, n)
+    ko, kd, klen, klen_f = _binary_lengths(keys, n)
 
     if timestamps is None:
         ts = np.full(n, int(time.time() * 1000) if now_ms is None else now_ms, np.int64)

@@ -116,6 +116,29 @@ class _Batch:
         self.base_sequence = -1
         self.attempts = 0
 
+    def append(self, key: Any, value: Any, timestamp: int | None, headers: Any,
+               cb: Any) -> None:
+        """Timestamps, headers and callbacks stay unallocated until a record has one; then
+        the records before it get None."""
+        i = self.count
+        self.values.append(value)
+        self.keys.append(key)
+        if key is not None:
+            self.has_key = True
+        if timestamp is not None or self.timestamps:
+            if not self.timestamps:
+                self.timestamps = [None] * i
+            self.timestamps.append(timestamp)
+        if headers or self.headers is not None:
+            if self.headers is None:
+                self.headers = [None] * i
+            self.headers.append(headers or None)
+        if cb is not None or self.callbacks is not None:
+            if self.callbacks is None:
+                self.callbacks = [None] * i
+            self.callbacks.append(cb)
+        self.count = i + 1
+
 
 class _PartitionQueue:
     __slots__ = ("open", "ready", "next_sequence", "in_flight")
@@ -303,24 +326,7 @@ class Producer:
             if b is None:
                 b = q.open = _Batch(TopicPartition(topic, partition), time.monotonic())
                 wake = True
-            i = b.count
-            b.values.append(value)
-            b.keys.append(key)
-            if key is not None:
-                b.has_key = True
-            if timestamp is not None or b.timestamps:
-                if not b.timestamps:
-                    b.timestamps = [None] * i
-                b.timestamps.append(timestamp)
-            if headers or b.headers is not None:
-                if b.headers is None:
-                    b.headers = [None] * i
-                b.headers.append(headers or None)
-            if cb is not None or b.callbacks is not None:
-                if b.callbacks is None:
-                    b.callbacks = [None] * i
-                b.callbacks.append(cb)
-            b.count = i + 1
+            b.append(key, value, timestamp, headers, cb)
             b.size += size
             self._queued_bytes += size
             self._pending += 1

@@ -14,19 +14,7 @@ def _batch(rows):  # noqa: ANN001, ANN202
     b = producer_mod._Batch(TopicPartition("t", 0), 0.0)
     b.created_ms = 1_700_000_000_000
     for key, value, headers, ts in rows:
-        i = b.count
-        b.values.append(value)
-        b.keys.append(key)
-        b.has_key |= key is not None
-        if ts is not None or b.timestamps:
-            if not b.timestamps:
-                b.timestamps = [None] * i
-            b.timestamps.append(ts)
-        if headers or b.headers is not None:
-            if b.headers is None:
-                b.headers = [None] * i
-            b.headers.append(headers or None)
-        b.count += 1
+        b.append(key, value, ts, headers, None)
     b.base_sequence = 7
     return b
 

@@ -14,7 +14,9 @@ import pytest
 
 from sparklog.protocol.errors import ErrorCode
 from sparklog.protocol.messages import API_BY_KEY, encode_request
-from sparklog.protocol.records import Record, encode_batch
+from tests.helpers.batches import make_batch
+from tests.helpers.kafka_clients import ck_produce, create_topic, make_messages
+from tests.helpers.requests import fetch_request, produce_request
 
 SENTINEL = "sentinel"
 
@@ -23,37 +25,14 @@ def _req(key: int, **fields):
     return API_BY_KEY[key].request(**fields)
 
 
-def _produce_req(topic: str, partition: int, records: bytes, acks: int = -1):
-    cls = API_BY_KEY[0].request
-    return cls(transactional_id=None, acks=acks, timeout_ms=5000, topic_data=[
-        cls.TopicProduceData(name=topic, partition_data=[
-            cls.PartitionProduceData(index=partition, records=records)])])
-
-
-def _fetch_req(topic: str, partition: int, offset: int, max_wait_ms: int = 0):
-    cls = API_BY_KEY[1].request
-    return cls(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=1 << 20,
-               isolation_level=0, session_id=0, session_epoch=-1, topics=[
-                   cls.FetchTopic(topic=topic, partitions=[
-                       cls.FetchPartition(partition=partition, fetch_offset=offset,
-                                          partition_max_bytes=1 << 20)])],
-               forgotten_topics_data=[], rack_id="")
-
-
 def _batch(n: int = 5, value_size: int = 10, tag: str = "x") -> bytes:
-    return encode_batch([Record(key=f"{tag}{i}".encode(), value=b"v" * value_size)
-                         for i in range(n)])
+    return make_batch(n, key_prefix=tag.encode(), value_size=value_size, ts=None)
 
 
 @pytest.fixture(scope="module")
 def acked(cluster):
     """Records acknowledged before the abuse starts; they must survive all of it."""
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    a = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-    a.create_topics([NewTopic(SENTINEL, 1, 1)])[SENTINEL].result(20)
-    from kafka_clients_lib import ck_produce, make_messages
-
+    create_topic(cluster.bootstrap_servers, SENTINEL, 1)
     msgs = make_messages(500, 1, tag="sentinel")
     ck_produce(cluster.bootstrap_servers, SENTINEL, msgs)
     return msgs
@@ -63,7 +42,7 @@ def assert_healthy(cluster, kafka_wire, acked) -> None:
     w = kafka_wire(cluster.bootstrap_servers)
     resp = w.call(18, 0, _req(18))
     assert resp.error_code == 0 and any(k.api_key == 0 for k in resp.api_keys)
-    fetched = w.call(1, 11, _fetch_req(SENTINEL, 0, 0))
+    fetched = w.call(1, 11, fetch_request(SENTINEL, [(0, 0)]))
     part = fetched.responses[0].partitions[0]
     assert part.error_code == 0 and part.high_watermark == len(acked)
     from sparklog.protocol.records import decode_batch, iter_batch_views
@@ -158,14 +137,14 @@ def test_bad_crc_is_corrupt_message(cluster, kafka_wire, acked):
     batch = bytearray(_batch())
     batch[-1] ^= 0xFF  # inside the CRC-covered range
     w = kafka_wire(cluster.bootstrap_servers)
-    resp = w.call(0, 7, _produce_req(SENTINEL, 0, bytes(batch)))
+    resp = w.call(0, 7, produce_request(SENTINEL, 0, bytes(batch)))
     assert resp.responses[0].partition_responses[0].error_code == ErrorCode.CORRUPT_MESSAGE
     assert_healthy(cluster, kafka_wire, acked)
 
 
 def test_two_batches_in_one_partition_entry(cluster, kafka_wire, acked):
     w = kafka_wire(cluster.bootstrap_servers)
-    resp = w.call(0, 7, _produce_req(SENTINEL, 0, _batch(tag="a") + _batch(tag="b")))
+    resp = w.call(0, 7, produce_request(SENTINEL, 0, _batch(tag="a") + _batch(tag="b")))
     assert resp.responses[0].partition_responses[0].error_code == ErrorCode.INVALID_RECORD
     assert_healthy(cluster, kafka_wire, acked)
 
@@ -173,10 +152,10 @@ def test_two_batches_in_one_partition_entry(cluster, kafka_wire, acked):
 def test_batch_over_max_message_bytes(cluster, kafka_wire, acked):
     big = _batch(n=2, value_size=700_000)  # > message.max.bytes (1048588)
     w = kafka_wire(cluster.bootstrap_servers)
-    resp = w.call(0, 7, _produce_req(SENTINEL, 0, big))
+    resp = w.call(0, 7, produce_request(SENTINEL, 0, big))
     assert resp.responses[0].partition_responses[0].error_code == ErrorCode.MESSAGE_TOO_LARGE
     # acks=0: no response, and the failure closes the connection (Kafka's only signal)
-    w.request(0, 7, _produce_req(SENTINEL, 0, big, acks=0))
+    w.request(0, 7, produce_request(SENTINEL, 0, big, acks=0))
     assert w.is_closed()
     assert_healthy(cluster, kafka_wire, acked)
 
@@ -184,7 +163,7 @@ def test_batch_over_max_message_bytes(cluster, kafka_wire, acked):
 def test_offset_out_of_range(cluster, kafka_wire, acked):
     w = kafka_wire(cluster.bootstrap_servers)
     for offset in (10**9, -5):
-        resp = w.call(1, 11, _fetch_req(SENTINEL, 0, offset))
+        resp = w.call(1, 11, fetch_request(SENTINEL, [(0, offset)]))
         part = resp.responses[0].partitions[0]
         assert part.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
         assert part.high_watermark == len(acked)
@@ -192,10 +171,7 @@ def test_offset_out_of_range(cluster, kafka_wire, acked):
 
 
 def test_produce_to_non_leader(cluster, kafka_wire, acked):
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    a = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-    a.create_topics([NewTopic("led-elsewhere", 2, 1)])["led-elsewhere"].result(20)
+    create_topic(cluster.bootstrap_servers, "led-elsewhere", 2)
     ctrl = cluster.broker.controller
 
     def move():  # a second (fake) broker takes over partition 0
@@ -205,11 +181,11 @@ def test_produce_to_non_leader(cluster, kafka_wire, acked):
     cluster.call(move)
     try:
         w = kafka_wire(cluster.bootstrap_servers)
-        resp = w.call(0, 7, _produce_req("led-elsewhere", 0, _batch()))
+        resp = w.call(0, 7, produce_request("led-elsewhere", 0, _batch()))
         assert resp.responses[0].partition_responses[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
-        resp = w.call(0, 7, _produce_req("led-elsewhere", 1, _batch()))
+        resp = w.call(0, 7, produce_request("led-elsewhere", 1, _batch()))
         assert resp.responses[0].partition_responses[0].error_code == 0
-        fresp = w.call(1, 11, _fetch_req("led-elsewhere", 0, 0))
+        fresp = w.call(1, 11, fetch_request("led-elsewhere", [(0, 0)]))
         assert fresp.responses[0].partitions[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
         md = w.call(3, 5, API_BY_KEY[3].request(topics=[
             API_BY_KEY[3].request.MetadataRequestTopic(name="led-elsewhere")]))
@@ -235,10 +211,10 @@ def _corpus(topic: str) -> list[bytes]:
         encode_request(18, 2, 1, "fz", _req(18)),
         encode_request(3, 5, 2, "fz", mreq(topics=[mreq.MetadataRequestTopic(name=topic)])),
         encode_request(3, 1, 2, None, mreq(topics=None)),
-        encode_request(0, 7, 3, "fz", _produce_req(topic, 0, batch)),
-        encode_request(0, 3, 3, "fz", _produce_req(topic, 0, batch, acks=1)),
-        encode_request(1, 11, 4, "fz", _fetch_req(topic, 0, 0)),
-        encode_request(1, 4, 4, "fz", _fetch_req(topic, 0, 0)),
+        encode_request(0, 7, 3, "fz", produce_request(topic, 0, batch)),
+        encode_request(0, 3, 3, "fz", produce_request(topic, 0, batch, acks=1)),
+        encode_request(1, 11, 4, "fz", fetch_request(topic, [(0, 0)])),
+        encode_request(1, 4, 4, "fz", fetch_request(topic, [(0, 0)])),
         encode_request(2, 3, 5, "fz", lreq(replica_id=-1, isolation_level=0, topics=[
             lreq.ListOffsetsTopic(name=topic, partitions=[
                 lreq.ListOffsetsPartition(partition_index=0, timestamp=-1)])])),
@@ -281,10 +257,7 @@ def _mutate(rng: random.Random, frame: bytes) -> bytes:
 
 def test_fuzz_mutated_frames(cluster, kafka_wire, acked, caplog):
     caplog.set_level(logging.WARNING)
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    a = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-    a.create_topics([NewTopic("fz", 1, 1)])["fz"].result(20)
+    create_topic(cluster.bootstrap_servers, "fz", 1)
     corpus = _corpus("fz")
     rng = random.Random(20261122)
     total, per_conn = 10_000, 2

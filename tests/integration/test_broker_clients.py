@@ -8,16 +8,15 @@ import subprocess
 import time
 
 import pytest
-from kafka_clients_lib import (
+
+from tests.helpers.kafka_clients import (
+    CLIENTS,
     KCAT,
-    ak_consume,
-    ak_produce,
     ck_consume,
     ck_produce,
     comparable,
+    create_topic,
     kcat_consume,
-    kcat_produce,
-    kp_consume,
     kp_produce,
     make_messages,
 )
@@ -25,27 +24,12 @@ from kafka_clients_lib import (
 N = 10_000
 PARTS = 3
 
-CLIENTS = {
-    "confluent": (ck_produce, ck_consume),
-    "kafka-python": (kp_produce, kp_consume),
-    "aiokafka": (ak_produce, ak_consume),
-    "kcat": (kcat_produce, kcat_consume),
-}
-
-
-def _create(bs: str, topic: str, partitions: int = PARTS) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    a = AdminClient({"bootstrap.servers": bs})
-    for f in a.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)]).values():
-        f.result(20)
-
 
 @pytest.mark.parametrize("client", list(CLIENTS))
 def test_produce_10k_acks_all_then_assign_and_seek(cluster, client):
     bs = cluster.bootstrap_servers
     topic = f"keyed-{client}"
-    _create(bs, topic)
+    create_topic(bs, topic, PARTS)
     produce, consume = CLIENTS[client]
     msgs = make_messages(N, PARTS, tag=client)
     produce(bs, topic, msgs)
@@ -88,7 +72,7 @@ def _expected_offset(msgs, partition, target_ts):
 def timed_topic(cluster):
     bs = cluster.bootstrap_servers
     topic = "timed"
-    _create(bs, topic, 2)
+    create_topic(bs, topic, 2)
     t0 = int(time.time() * 1000) - 3_600_000
     msgs = make_messages(2000, 2, t0=t0, tag="timed")
     ck_produce(bs, topic, msgs)
@@ -162,7 +146,7 @@ def test_offsets_for_times_kcat(cluster, timed_topic):
 
 
 def test_kcat_metadata_lists_topic(cluster):
-    _create(cluster.bootstrap_servers, "listed", 4)
+    create_topic(cluster.bootstrap_servers, "listed", 4)
     out = subprocess.run([KCAT, "-b", cluster.bootstrap_servers, "-L", "-t", "listed"],
                          check=True, capture_output=True, timeout=30).stdout.decode()
     assert 'topic "listed" with 4 partitions' in out

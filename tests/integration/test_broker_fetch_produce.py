@@ -11,7 +11,9 @@ import time
 import pytest
 
 from sparklog.protocol.messages import API_BY_KEY, decode_response, encode_request
-from sparklog.protocol.records import Record, encode_batch, iter_batch_views
+from sparklog.protocol.records import iter_batch_views
+from tests.helpers.batches import make_batch
+from tests.helpers.requests import fetch_request, produce_request
 
 TOPIC = "fp"
 
@@ -22,25 +24,8 @@ def topic(cluster):
     return TOPIC
 
 
-def _produce(partition: int, records: bytes, acks: int = 1, topic: str = TOPIC):
-    cls = API_BY_KEY[0].request
-    return cls(transactional_id=None, acks=acks, timeout_ms=5000, topic_data=[
-        cls.TopicProduceData(name=topic, partition_data=[
-            cls.PartitionProduceData(index=partition, records=records)])])
-
-
-def _fetch(parts: list[tuple[int, int]], *, max_wait_ms: int = 0, min_bytes: int = 1,
-           max_bytes: int = 1 << 20, partition_max_bytes: int = 1 << 20):
-    cls = API_BY_KEY[1].request
-    return cls(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes,
-               isolation_level=0, session_id=0, session_epoch=-1, topics=[cls.FetchTopic(
-                   topic=TOPIC, partitions=[cls.FetchPartition(
-                       partition=p, fetch_offset=o, partition_max_bytes=partition_max_bytes)
-                       for p, o in parts])], forgotten_topics_data=[], rack_id="")
-
-
 def _batch(n: int, size: int = 100) -> bytes:
-    return encode_batch([Record(value=b"v" * size) for _ in range(n)])
+    return make_batch(n, key_prefix=None, value_size=size, ts=None)
 
 
 def test_long_poll_is_woken_by_an_append(cluster, kafka_wire, topic):
@@ -50,12 +35,12 @@ def test_long_poll_is_woken_by_an_append(cluster, kafka_wire, topic):
 
     def later():
         time.sleep(0.3)
-        producer.call(0, 7, _produce(0, _batch(3)))
+        producer.call(0, 7, produce_request(TOPIC, 0, _batch(3), acks=1))
 
     t = threading.Thread(target=later)
     t0 = time.monotonic()
     t.start()
-    resp = w.call(1, 11, _fetch([(0, end)], max_wait_ms=10_000))
+    resp = w.call(1, 11, fetch_request(TOPIC, [(0, end)], max_wait_ms=10_000))
     waited = time.monotonic() - t0
     t.join()
     part = resp.responses[0].partitions[0]
@@ -67,7 +52,7 @@ def test_long_poll_times_out_empty(cluster, kafka_wire, topic):
     w = kafka_wire(cluster.bootstrap_servers)
     end = cluster.broker.replica_manager.get(TOPIC, 1).log.log_end_offset
     t0 = time.monotonic()
-    resp = w.call(1, 11, _fetch([(1, end)], max_wait_ms=400))
+    resp = w.call(1, 11, fetch_request(TOPIC, [(1, end)], max_wait_ms=400))
     waited = time.monotonic() - t0
     part = resp.responses[0].partitions[0]
     assert part.error_code == 0 and len(part.records) == 0 and part.records is not None
@@ -83,14 +68,15 @@ def test_min_bytes_waits_for_enough_data(cluster, kafka_wire, topic):
 
     def later():
         time.sleep(0.2)
-        producer.call(0, 7, _produce(2, small))  # not enough for min_bytes
+        producer.call(0, 7, produce_request(TOPIC, 2, small, acks=1))  # not enough for min_bytes
         time.sleep(0.3)
-        producer.call(0, 7, _produce(2, big))
+        producer.call(0, 7, produce_request(TOPIC, 2, big, acks=1))
 
     t = threading.Thread(target=later)
     t0 = time.monotonic()
     t.start()
-    resp = w.call(1, 11, _fetch([(2, end)], max_wait_ms=10_000, min_bytes=len(small) + 100))
+    resp = w.call(1, 11, fetch_request(TOPIC, [(2, end)], max_wait_ms=10_000,
+                                       min_bytes=len(small) + 100))
     waited = time.monotonic() - t0
     t.join()
     part = resp.responses[0].partitions[0]
@@ -104,7 +90,7 @@ def test_max_bytes_limits_and_first_batch_always_returned(cluster, kafka_wire):
     batches = [_batch(20, 500) for _ in range(5)]  # ~10 KiB each
     for p in (0, 1):
         for b in batches:
-            assert w.call(0, 7, _produce(p, b, topic="fp-limits")).responses[0] \
+            assert w.call(0, 7, produce_request("fp-limits", p, b, acks=1)).responses[0] \
                 .partition_responses[0].error_code == 0
     cls = API_BY_KEY[1].request
 
@@ -130,7 +116,8 @@ def test_acks0_gets_no_response_and_order_holds(cluster, kafka_wire, topic):
     frames = []
     for cid in range(1, 31):
         acks = 0 if cid % 3 == 0 else 1
-        frames.append((cid, acks, encode_request(0, 7, cid, "p", _produce(0, _batch(2), acks=acks))))
+        frames.append((cid, acks, encode_request(0, 7, cid, "p",
+                                                 produce_request(TOPIC, 0, _batch(2), acks=acks))))
     frames.append((99, 1, encode_request(18, 0, 99, "p", API_BY_KEY[18].request())))
     w.send_raw(b"".join(f for _, _, f in frames))  # pipelined
     expected = [cid for cid, acks, _ in frames if acks != 0]
@@ -163,7 +150,7 @@ def test_high_watermark_waits_for_the_isr(cluster, kafka_wire):
         result = {}
 
         def produce_all():
-            result["resp"] = w.call(0, 7, _produce(0, _batch(4), acks=-1, topic="repl"))
+            result["resp"] = w.call(0, 7, produce_request("repl", 0, _batch(4), acks=-1))
             result["t"] = time.monotonic()
 
         t = threading.Thread(target=produce_all)
@@ -204,11 +191,11 @@ def test_idempotent_producer_duplicates_and_gaps(cluster, kafka_wire):
     pid, epoch = init.producer_id, init.producer_epoch
 
     def batch(seq: int, n: int = 3, ep: int = epoch) -> bytes:
-        return encode_batch([Record(value=b"i%d" % (seq + i)) for i in range(n)],
-                            producer_id=pid, producer_epoch=ep, base_sequence=seq)
+        return make_batch(n, key_prefix=None, values=[b"i%d" % (seq + i) for i in range(n)],
+                          ts=None, producer_id=pid, producer_epoch=ep, base_sequence=seq)
 
     def send(b: bytes):
-        pr = w.call(0, 7, _produce(0, b, acks=-1, topic="idem")).responses[0].partition_responses[0]
+        pr = w.call(0, 7, produce_request("idem", 0, b, acks=-1)).responses[0].partition_responses[0]
         return pr.error_code, pr.base_offset
 
     assert send(batch(0)) == (0, 0)
@@ -226,12 +213,7 @@ def test_long_poll_notices_topic_deletion(cluster, kafka_wire):
 
     cluster.call(cluster.broker.create_topic, "doomed", 1, 1)
     w = kafka_wire(cluster.bootstrap_servers)
-    cls = API_BY_KEY[1].request
-    req = cls(replica_id=-1, max_wait_ms=10_000, min_bytes=1, max_bytes=1 << 20,
-              isolation_level=0, session_id=0, session_epoch=-1, topics=[cls.FetchTopic(
-                  topic="doomed", partitions=[cls.FetchPartition(
-                      partition=0, fetch_offset=0, partition_max_bytes=1 << 20)])],
-              forgotten_topics_data=[], rack_id="")
+    req = fetch_request("doomed", [(0, 0)], max_wait_ms=10_000)
     threading.Timer(0.3, lambda: cluster.call(cluster.broker.delete_topic, "doomed")).start()
     t0 = time.monotonic()
     part = w.call(1, 11, req).responses[0].partitions[0]
@@ -244,10 +226,10 @@ def test_min_insync_replicas_applies_to_acks_all_only(cluster, kafka_wire):
 
     cluster.call(cluster.broker.create_topic, "misr", 1, 1, {"min.insync.replicas": "2"})
     w = kafka_wire(cluster.bootstrap_servers)
-    pr = w.call(0, 7, _produce(0, _batch(1), acks=-1, topic="misr")).responses[0].partition_responses[0]
+    pr = w.call(0, 7, produce_request("misr", 0, _batch(1), acks=-1)).responses[0].partition_responses[0]
     assert pr.error_code == ErrorCode.NOT_ENOUGH_REPLICAS
-    pr = w.call(0, 7, _produce(0, _batch(1), acks=1, topic="misr")).responses[0].partition_responses[0]
+    pr = w.call(0, 7, produce_request("misr", 0, _batch(1), acks=1)).responses[0].partition_responses[0]
     assert pr.error_code == 0
     cluster.call(cluster.broker.set_topic_configs, "misr", {"min.insync.replicas": "1"})
-    pr = w.call(0, 7, _produce(0, _batch(1), acks=-1, topic="misr")).responses[0].partition_responses[0]
+    pr = w.call(0, 7, produce_request("misr", 0, _batch(1), acks=-1)).responses[0].partition_responses[0]
     assert pr.error_code == 0 and pr.base_offset == 1

@@ -9,27 +9,23 @@ silently fall back to uncompressed when Produce v0 is not advertised).
 from __future__ import annotations
 
 import pytest
-from kafka_clients_lib import (
+
+from sparklog.protocol.records import Compression, iter_batch_views
+from tests.helpers.kafka_clients import (
+    CLIENTS,
     Msg,
-    ak_consume,
     ak_produce,
-    ck_consume,
     ck_produce,
     comparable,
-    kcat_consume,
     kcat_produce,
-    kp_consume,
     kp_produce,
     make_messages,
 )
 
-from sparklog.protocol.records import Compression, iter_batch_views
-
 N = 300
 CODECS = ["gzip", "snappy", "lz4", "zstd"]
 PRODUCERS = ["confluent", "kafka-python", "aiokafka", "kcat"]
-CONSUMERS = {"confluent": ck_consume, "kafka-python": kp_consume, "aiokafka": ak_consume,
-             "kcat": kcat_consume}
+CONSUMERS = {name: consume for name, (_, consume) in CLIENTS.items()}
 KCAT_HEADERS = (("origin", b"kcat"), ("const", b"c"))
 
 

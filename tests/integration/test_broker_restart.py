@@ -5,29 +5,16 @@ from __future__ import annotations
 
 import subprocess
 
-from kafka_clients_lib import KCAT, ck_consume, ck_produce, comparable, make_messages
-
-
-def _commit(bs: str, group: str, topic: str, offsets: dict[int, int]) -> None:
-    from confluent_kafka import Consumer, TopicPartition
-
-    c = Consumer({"bootstrap.servers": bs, "group.id": group, "enable.auto.commit": False})
-    try:
-        c.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()],
-                 asynchronous=False)
-    finally:
-        c.close()
-
-
-def _committed(bs: str, group: str, topic: str, partitions: int) -> dict[int, int]:
-    from confluent_kafka import Consumer, TopicPartition
-
-    c = Consumer({"bootstrap.servers": bs, "group.id": group, "enable.auto.commit": False})
-    try:
-        res = c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=20)
-        return {tp.partition: tp.offset for tp in res}
-    finally:
-        c.close()
+from tests.helpers.kafka_clients import (
+    KCAT,
+    ck_consume,
+    ck_produce,
+    commit_offsets,
+    committed_offsets,
+    comparable,
+    create_topic,
+    make_messages,
+)
 
 
 def test_graceful_restart_keeps_everything(server_factory, tmp_path):
@@ -39,7 +26,7 @@ def test_graceful_restart_keeps_everything(server_factory, tmp_path):
     a.create_topics([NewTopic("durable", 3, 1, config={"retention.ms": "86400000"})])["durable"].result(20)
     msgs = make_messages(3000, 3, headers=True, tag="durable")
     ck_produce(bs, "durable", msgs)
-    _commit(bs, "g-restart", "durable", {0: 10, 1: 20, 2: 30})
+    commit_offsets(bs, "g-restart", "durable", {0: 10, 1: 20, 2: 30})
     assert srv.stop() == 0  # clean exit on SIGTERM
 
     srv2 = server_factory(tmp_path / "data", port=srv.port).start()
@@ -52,7 +39,7 @@ def test_graceful_restart_keeps_everything(server_factory, tmp_path):
     cfg = list(a.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, "durable")])
                .values())[0].result(20)
     assert cfg["retention.ms"].value == "86400000"
-    assert _committed(bs, "g-restart", "durable", 3) == {0: 10, 1: 20, 2: 30}
+    assert committed_offsets(bs, "g-restart", "durable", range(3)) == {0: 10, 1: 20, 2: 30}
     # appends continue after the recovered end
     more = make_messages(30, 3, tag="more")
     ck_produce(bs, "durable", more)
@@ -68,10 +55,7 @@ def test_crash_keeps_acknowledged_data(server_factory, tmp_path):
     srv = server_factory(tmp_path / "data").start()
     bs = srv.bootstrap_servers
     msgs = make_messages(2000, 2, tag="crash")
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bs})
-    admin.create_topics([NewTopic("crashy", 2, 1)])["crashy"].result(20)
+    create_topic(bs, "crashy", 2)
     ck_produce(bs, "crashy", msgs)  # acks=all: every record acknowledged
     srv.kill()  # SIGKILL: no flush, no checkpoints, no clean-shutdown marker
 

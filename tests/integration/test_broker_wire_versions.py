@@ -6,12 +6,13 @@ test_broker_clients; this covers the rest of each advertised range.)"""
 from __future__ import annotations
 
 import pytest
-from kafka_wire import KafkaWire
 
 from sparklog.broker.dispatch import load_handlers, registered
 from sparklog.protocol.errors import ErrorCode
 from sparklog.protocol.messages import API_BY_KEY
 from sparklog.protocol.records import Record, decode_batch, encode_batch, iter_batch_views
+from tests.helpers.requests import produce_request
+from tests.helpers.wire import KafkaWire
 
 TOPIC = "wire"
 load_handlers()  # the ranges are read at collection time
@@ -30,13 +31,6 @@ def wire(cluster):
                                                     replication_factor=1)], timeout_ms=5000))
     yield w
     w.close()
-
-
-def _produce(version: int, records: bytes, partition: int = 0, acks: int = -1):
-    cls = API_BY_KEY[0].request
-    return cls(transactional_id=None, acks=acks, timeout_ms=5000, topic_data=[
-        cls.TopicProduceData(name=TOPIC, partition_data=[
-            cls.PartitionProduceData(index=partition, records=records)])])
 
 
 @pytest.mark.parametrize("version", _versions(18))
@@ -72,7 +66,7 @@ def test_metadata(cluster, wire, version):
 def test_produce_then_fetch(cluster, wire, version):
     tag = f"v{version}"
     batch = encode_batch([Record(key=tag.encode(), value=b"value-" + tag.encode())])
-    resp = wire.call(0, version, _produce(version, batch))
+    resp = wire.call(0, version, produce_request(TOPIC, 0, batch))
     pr = resp.responses[0].partition_responses[0]
     if version < 3:
         assert pr.error_code == ErrorCode.UNSUPPORTED_VERSION
@@ -88,7 +82,7 @@ def test_produce_then_fetch(cluster, wire, version):
 @pytest.mark.parametrize("version", _versions(1))
 def test_fetch(cluster, wire, version):
     batch = encode_batch([Record(key=b"f", value=b"fetch-me")])
-    wire.call(0, 7, _produce(7, batch, partition=1))
+    wire.call(0, 7, produce_request(TOPIC, 1, batch))
     cls = API_BY_KEY[1].request
     topic_id = cluster.broker.controller.topic(TOPIC).topic_id
     req = cls(replica_id=-1, max_wait_ms=100, min_bytes=1, max_bytes=1 << 20, isolation_level=1,
@@ -117,10 +111,8 @@ def test_fetch(cluster, wire, version):
         name = f"wire-div-{version}"
         cluster.call(cluster.broker.create_topic, name, 1, 1)
         for i in range(2):  # epoch 0 holds offsets 0..4, epoch 1 holds 5..9
-            wire.call(0, 7, API_BY_KEY[0].request(transactional_id=None, acks=1, timeout_ms=1000,
-                      topic_data=[API_BY_KEY[0].request.TopicProduceData(name=name, partition_data=[
-                          API_BY_KEY[0].request.PartitionProduceData(
-                              index=0, records=encode_batch([Record(value=b"d")] * 5))])]))
+            wire.call(0, 7, produce_request(name, 0, encode_batch([Record(value=b"d")] * 5),
+                                            acks=1))
             if i == 0:
                 cluster.call(cluster.broker.controller.change_leader, name, 0, 1)
         div = cls(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20,
@@ -210,10 +202,8 @@ def test_alter_configs(cluster, wire, version):
 def test_delete_records(cluster, wire, version):
     name = f"wire-dr-{version}"
     cluster.call(cluster.broker.create_topic, name, 1, 1)
-    cls = API_BY_KEY[0].request
     batch = encode_batch([Record(value=b"%d" % i) for i in range(10)])
-    wire.call(0, 7, cls(transactional_id=None, acks=1, timeout_ms=1000, topic_data=[
-        cls.TopicProduceData(name=name, partition_data=[cls.PartitionProduceData(index=0, records=batch)])]))
+    wire.call(0, 7, produce_request(name, 0, batch, acks=1))
     dcls = API_BY_KEY[21].request
     resp = wire.call(21, version, dcls(topics=[dcls.DeleteRecordsTopic(name=name, partitions=[
         dcls.DeleteRecordsPartition(partition_index=0, offset=4)])], timeout_ms=1000))
@@ -228,12 +218,9 @@ def test_delete_records(cluster, wire, version):
 def test_offset_for_leader_epoch(cluster, wire, version):
     name = f"wire-ofle-{version}"
     cluster.call(cluster.broker.create_topic, name, 1, 1)
-    pcls = API_BY_KEY[0].request
     for _ in range(2):  # epoch 0: offsets 0..4, then the leader epoch moves to 1: 5..9
         batch = encode_batch([Record(value=b"x")] * 5)
-        wire.call(0, 7, pcls(transactional_id=None, acks=1, timeout_ms=1000, topic_data=[
-            pcls.TopicProduceData(name=name, partition_data=[
-                pcls.PartitionProduceData(index=0, records=batch)])]))
+        wire.call(0, 7, produce_request(name, 0, batch, acks=1))
         if _ == 0:
             cluster.call(cluster.broker.controller.change_leader, name, 0, 1)
     cls = API_BY_KEY[23].request
@@ -278,8 +265,5 @@ def test_consumer_offsets_is_internal(cluster, wire):
     assert internal["__consumer_offsets"] is True and internal[TOPIC] is False
     # clients may not write to it
     batch = encode_batch([Record(value=b"x")])
-    pr = wire.call(0, 7, API_BY_KEY[0].request(transactional_id=None, acks=1, timeout_ms=1000,
-                   topic_data=[API_BY_KEY[0].request.TopicProduceData(
-                       name="__consumer_offsets", partition_data=[
-                           API_BY_KEY[0].request.PartitionProduceData(index=3, records=batch)])]))
+    pr = wire.call(0, 7, produce_request("__consumer_offsets", 3, batch, acks=1))
     assert pr.responses[0].partition_responses[0].error_code == ErrorCode.INVALID_TOPIC_EXCEPTION

@@ -5,48 +5,28 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import subprocess
 import sys
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.helpers.net import free_port
+from tests.helpers.polling import wait_until
+from tests.helpers.servers import REPO, ServerProcess
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     data = tmp_path_factory.mktemp("cli-broker")
-    port = _free_port()
-    log_path = data.parent / f"cli-server-{port}.log"
-    with open(log_path, "wb") as logf:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "sparklog.cli.main", "server", "--data-dir", str(data / "d"),
-             "--port", str(port), "--set", "group.initial.rebalance.delay.ms=0"],
-            stdout=logf, stderr=subprocess.STDOUT, cwd=str(REPO))
+    srv = ServerProcess(data / "d", free_port(),
+                        extra=["--set", "group.initial.rebalance.delay.ms=0"])
     try:
-        deadline = time.monotonic() + 30
-        while b"sparklog server listening" not in log_path.read_bytes():
-            assert proc.poll() is None, log_path.read_text()
-            assert time.monotonic() < deadline, log_path.read_text()
-            time.sleep(0.05)
-        yield {"bootstrap": f"127.0.0.1:{port}", "data": data / "d"}
+        srv.start()
+        yield {"bootstrap": srv.bootstrap_servers, "data": srv.data_dir}
     finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+        srv.stop(20)
 
 
 def sl(server, *args: str, stdin: bytes | None = None, timeout: float = 60,
@@ -96,13 +76,13 @@ def test_topics_lifecycle_and_describe_shape(server):
 
 def test_unreachable_broker_is_one_line_error_and_verbose_shows_traceback(server):
     res = subprocess.run([sys.executable, "-m", "sparklog.cli.main", "topics", "list",
-                          "--bootstrap-server", f"127.0.0.1:{_free_port()}"],
+                          "--bootstrap-server", f"127.0.0.1:{free_port()}"],
                          capture_output=True, timeout=60, cwd=str(REPO))
     assert res.returncode == 1
     lines = res.stderr.decode().strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("Error:")
     res = subprocess.run([sys.executable, "-m", "sparklog.cli.main", "topics", "list",
-                          "--bootstrap-server", f"127.0.0.1:{_free_port()}", "--verbose"],
+                          "--bootstrap-server", f"127.0.0.1:{free_port()}", "--verbose"],
                          capture_output=True, timeout=60, cwd=str(REPO))
     assert res.returncode == 1 and "Traceback" in res.stderr.decode()
 
@@ -205,9 +185,7 @@ def test_dump_log_on_a_real_segment(server):
     ok(sl(server, "produce", "--topic", t, "--key-separator", "=", stdin=b"k=v1\nk=v2\n"))
     ok(sl(server, "produce", "--topic", t, "--compression", "gzip", stdin=b"x\n"))
     seg = server["data"] / f"{t}-0" / "00000000000000000000.log"
-    deadline = time.monotonic() + 10
-    while (not seg.exists() or seg.stat().st_size == 0) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_until(lambda: seg.exists() and seg.stat().st_size > 0, 10, interval=0.1)
     out = ok(sl(server, "dump-log", str(seg), bootstrap=False))
     lines = out.strip().splitlines()
     assert lines[0] == f"Dumping {seg}" and lines[1] == "Log starting offset: 0"

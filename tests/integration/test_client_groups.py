@@ -11,13 +11,14 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from confluent_kafka import Consumer as CKConsumer
-from confluent_kafka import TopicPartition as CKTopicPartition
 
 from sparklog.broker.dispatch import ApiKey
 from sparklog.client import AdminClient, Consumer, NewTopic, Producer, TopicPartition
 from sparklog.client.assignors import Subscription, encode_subscription
 from sparklog.protocol.errors import ErrorCode
 from sparklog.protocol.messages import groups as grp
+from tests.helpers.kafka_clients import committed_offsets
+from tests.helpers.polling import collect, wait_for, wait_until
 
 
 class Member(threading.Thread):
@@ -51,12 +52,16 @@ class Member(threading.Thread):
 
 
 def _wait(cond, timeout: float, what: str, members=()) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
+    """wait_for ``cond``, failing at once when a member thread has failed."""
+
+    def ready() -> bool:
+        if cond():
+            return True
         errors = [m.error for m in members if m.error is not None]
         assert not errors, f"a member failed while waiting for {what}: {errors!r}"
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
+        return False
+
+    wait_for(ready, timeout, what, interval=0.1)
 
 
 def _keyed_topic(bs, topic, n):  # noqa: ANN001, ANN202
@@ -116,13 +121,10 @@ def test_three_consumers_rebalance_without_losing_records(cluster, strategy):
             m.join(20)
     assert all(m.error is None for m in members), [m.error for m in members]
     # the group's commits are what another client sees
-    ck = CKConsumer({"bootstrap.servers": bs, "group.id": group, "enable.auto.commit": False})
-    committed = ck.committed([CKTopicPartition(topic, p) for p in range(6)], timeout=20)
-    ck.close()
+    committed = committed_offsets(bs, group, topic, range(6))
     with AdminClient({"bootstrap.servers": bs}) as admin:
         ends = admin.list_offsets({TopicPartition(topic, p): -1 for p in range(6)})
-    assert {c.partition: c.offset for c in committed} == \
-        {tp.partition: off for tp, (off, _) in ends.items()}
+    assert committed == {tp.partition: off for tp, (off, _) in ends.items()}
 
 
 def test_manual_commit_seek_pause_and_committed(cluster):
@@ -140,19 +142,13 @@ def test_manual_commit_seek_pause_and_committed(cluster):
                   "auto.offset.reset": "earliest"})
     c.assign([tp0, tp1])
     c.pause([tp1])
-    got = []
-    deadline = time.monotonic() + 20
-    while len(got) < 10 and time.monotonic() < deadline:
-        got.extend(c.consume(100, 0.5))
+    got = collect(lambda: c.consume(100, 0.5), 10, 20)
     assert {r.partition for r in got} == {0} and len(got) == 10
     c.commit({tp0: 7})
     assert c.committed([tp0, tp1]) == {tp0: 7, tp1: -1}
     c.resume([tp1])
     c.seek(tp1, 8)
-    rest = []
-    deadline = time.monotonic() + 20
-    while len(rest) < 2 and time.monotonic() < deadline:
-        rest.extend(c.consume(100, 0.5))
+    rest = collect(lambda: c.consume(100, 0.5), 2, 20)
     assert [(r.partition, r.offset) for r in rest] == [(1, 8), (1, 9)]
     assert c.position(tp1) == 10
     assert c.get_watermark_offsets(tp1) == (0, 10)
@@ -178,18 +174,20 @@ def test_mixed_group_with_confluent_kafka_member(cluster):
     ck.subscribe([topic])
     ck_records: list = []
     ck_assigned: set = set()
+
+    def settled() -> bool:  # drives the librdkafka member, which consumes only when polled
+        nonlocal ck_assigned
+        for m in ck.consume(100, 0.2):
+            if m.error() is None:
+                ck_records.append((m.partition(), m.offset()))
+        ck_assigned = {tp.partition for tp in ck.assignment()}
+        mine_parts = {tp.partition for tp in mine.assigned}
+        done = len(set(ck_records) | {(r.partition, r.offset) for r in mine.records}) == 300
+        return bool(ck_assigned and mine_parts and not (ck_assigned & mine_parts)
+                    and len(ck_assigned | mine_parts) == 6 and done)
+
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            for m in ck.consume(100, 0.2):
-                if m.error() is None:
-                    ck_records.append((m.partition(), m.offset()))
-            ck_assigned = {tp.partition for tp in ck.assignment()}
-            mine_parts = {tp.partition for tp in mine.assigned}
-            done = len(set(ck_records) | {(r.partition, r.offset) for r in mine.records}) == 300
-            if ck_assigned and mine_parts and not (ck_assigned & mine_parts) \
-                    and len(ck_assigned | mine_parts) == 6 and done:
-                break
+        wait_until(settled, 60, interval=0)
         assert mine.error is None
         assert len(ck_assigned) == 3 and len(mine.assigned) == 3
         assert not ck_assigned & {tp.partition for tp in mine.assigned}

@@ -8,6 +8,7 @@ import threading
 import time
 
 from sparklog.client import AdminClient, Consumer, NewTopic, Producer, TopicPartition
+from tests.helpers.polling import collect
 
 
 def test_producer_and_consumer_survive_broker_restart(server_factory):
@@ -25,10 +26,7 @@ def test_producer_and_consumer_survive_broker_restart(server_factory):
     tps = [TopicPartition("restart", 0), TopicPartition("restart", 1)]
     c.assign(tps)
     c.seek_to_beginning()
-    seen = []
-    deadline = time.monotonic() + 30
-    while len(seen) < 1000 and time.monotonic() < deadline:
-        seen.extend(c.consume(500, 0.5))
+    seen = collect(lambda: c.consume(500, 0.5), 1000, 30)
     assert len(seen) == 1000
 
     srv.stop()
@@ -48,9 +46,7 @@ def test_producer_and_consumer_survive_broker_restart(server_factory):
     assert sent.is_set()
     assert p.flush(60) == 0
     p.close()
-    deadline = time.monotonic() + 60
-    while len(seen) < 1500 and time.monotonic() < deadline:
-        seen.extend(c.consume(500, 0.5))
+    seen += collect(lambda: c.consume(500, 0.5), 1500 - len(seen), 60)
     c.close()
     values = [r.value for r in seen]
     assert len(values) == 1500 and len(set(values)) == 1500  # nothing lost, no duplicates

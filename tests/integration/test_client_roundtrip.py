@@ -4,7 +4,6 @@ with confluent-kafka, admin operations."""
 from __future__ import annotations
 
 import random
-import time
 import uuid
 
 import pyarrow as pa
@@ -26,6 +25,7 @@ from sparklog.protocol.errors import (
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
+from tests.helpers.polling import collect, wait_until
 
 
 def _topic(prefix: str = "t") -> str:
@@ -37,14 +37,6 @@ def admin(cluster):
     a = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     yield a
     a.close()
-
-
-def _drain(consumer: Consumer, expected: int, timeout: float = 20.0):
-    out = []
-    deadline = time.monotonic() + timeout
-    while len(out) < expected and time.monotonic() < deadline:
-        out.extend(consumer.consume(1000, 0.5))
-    return out
 
 
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
@@ -66,7 +58,7 @@ def test_produce_consume_round_trip_every_codec(cluster, admin, codec):
     c = Consumer({"bootstrap.servers": cluster.bootstrap_servers})
     c.assign([TopicPartition(topic, 0), TopicPartition(topic, 1)])
     c.seek_to_beginning()
-    got = _drain(c, 400)
+    got = collect(lambda: c.consume(1000, 0.5), 400, 20)
     c.close()
     assert len(got) == 400
     by_key = {r.key: r for r in got}
@@ -112,7 +104,7 @@ def test_arrow_path_equals_per_record_path(cluster, admin):
                                   "timestampType", "headers"]
     c.assign([tp])
     c.seek(tp, 0)
-    recs = _drain(c, n + 200)
+    recs = collect(lambda: c.consume(1000, 0.5), n + 200, 20)
     c.close()
     assert [r.value for r in recs] == table.column("value").to_pylist()
     assert [r.key for r in recs] == table.column("key").to_pylist()
@@ -183,11 +175,14 @@ def test_partitioner_matches_confluent_kafka_murmur2_random(cluster, admin):
                       "auto.offset.reset": "earliest", "enable.auto.commit": False})
     ckc.subscribe([mine])
     seen = {}
-    deadline = time.monotonic() + 60
-    while len(seen) < len(set(keys)) and time.monotonic() < deadline:
+
+    def every_key_seen() -> bool:
         for m in ckc.consume(1000, 1.0):
             if m.error() is None:
                 seen[m.key()] = m.partition()
+        return len(seen) >= len(set(keys))
+
+    wait_until(every_key_seen, 60, interval=0)
     ckc.close()
     assert seen == where
 

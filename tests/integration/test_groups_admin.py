@@ -11,15 +11,11 @@ import confluent_kafka as ck
 import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions
 from confluent_kafka.admin import AdminClient
-from groups_helpers import (
-    GROUP_BROKER_CONFIG,
-    ConfluentMember,
-    create_topic,
-    produce,
-    wait_for,
-)
 
 from sparklog.cluster.embedded import EmbeddedCluster
+from tests.helpers.groups import GROUP_BROKER_CONFIG, ConfluentMember, produce
+from tests.helpers.kafka_clients import commit_offsets, create_topic
+from tests.helpers.polling import wait_for
 
 TOPIC = "admin-groups"
 PARTITIONS = 4
@@ -29,12 +25,16 @@ IDLE_OFFSETS = {0: 5, 1: 6, 2: 7}
 
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[EmbeddedCluster, list[Any]]]:
+def broker_config() -> dict[str, str]:
+    return GROUP_BROKER_CONFIG
+
+
+@pytest.fixture(scope="module")
+def setup(cluster: EmbeddedCluster) -> Iterator[tuple[EmbeddedCluster, list[Any]]]:
     """A broker with a live 2-member group and an idle group that only has offsets."""
-    c = EmbeddedCluster(tmp_path_factory.mktemp("admin"), config=GROUP_BROKER_CONFIG).start()
     members: list[Any] = []
     try:
-        bs = c.bootstrap_servers
+        bs = cluster.bootstrap_servers
         create_topic(bs, TOPIC, PARTITIONS)
         produce(bs, TOPIC, 400)
         members = [ConfluentMember(f"live-{i}", bs, LIVE, TOPIC).start() for i in range(2)]
@@ -42,15 +42,11 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[EmbeddedCl
                  and set().union(*(m.assigned for m in members)) == set(range(PARTITIONS)),
                  60, "a stable 2-member group")
         wait_for(lambda: sum(len(m.records) for m in members) == 400, 30, "live group caught up")
-        cons = ck.Consumer({"bootstrap.servers": bs, "group.id": IDLE})
-        cons.commit(offsets=[ck.TopicPartition(TOPIC, p, o) for p, o in IDLE_OFFSETS.items()],
-                    asynchronous=False)
-        cons.close()
-        yield c, members
+        commit_offsets(bs, IDLE, TOPIC, IDLE_OFFSETS)
+        yield cluster, members
     finally:
         for m in members:
             m.stop()
-        c.stop()
 
 
 def live_member_ids(members: list[Any]) -> set[str]:

@@ -5,39 +5,31 @@ members stopped.  Same scenario for confluent-kafka, kafka-python, aiokafka and 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from confluent_kafka import ConsumerGroupState
 from confluent_kafka.admin import AdminClient
-from groups_helpers import (
-    CLIENTS,
+
+from sparklog.cluster.embedded import EmbeddedCluster
+from tests.helpers.groups import (
     GROUP_BROKER_CONFIG,
     MEMBER_CLASSES,
     Member,
     check_exactly_once,
-    committed_offsets,
-    create_topic,
     end_offsets,
     produce,
-    wait_for,
 )
-
-from sparklog.cluster.embedded import EmbeddedCluster
+from tests.helpers.kafka_clients import committed_offsets, create_topic
+from tests.helpers.polling import wait_for, wait_until
 
 N = 10_000
 PARTITIONS = 4
 
 
 @pytest.fixture(scope="module")
-def group_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
-    c = EmbeddedCluster(tmp_path_factory.mktemp("groups"), config=GROUP_BROKER_CONFIG)
-    c.start()
-    try:
-        yield c
-    finally:
-        c.stop()
+def broker_config() -> dict[str, str]:
+    return GROUP_BROKER_CONFIG
 
 
 def rebalance_scenario(bs: str, topic: str, group: str, a: Member, b: Member, *,
@@ -89,10 +81,10 @@ def rebalance_scenario(bs: str, topic: str, group: str, a: Member, b: Member, *,
 
 
 @pytest.mark.timeout(180)
-@pytest.mark.parametrize("client", CLIENTS)
-def test_group_rebalance_consumes_every_record_once(group_cluster: EmbeddedCluster,
+@pytest.mark.parametrize("client", list(MEMBER_CLASSES))
+def test_group_rebalance_consumes_every_record_once(cluster: EmbeddedCluster,
                                                     client: str) -> None:
-    bs = group_cluster.bootstrap_servers
+    bs = cluster.bootstrap_servers
     topic, group = f"grp-{client}", f"group-{client}"
     cls = MEMBER_CLASSES[client]
     rebalance_scenario(bs, topic, group, cls(f"{client}-a", bs, group, topic),
@@ -119,14 +111,14 @@ MIXED = [
 @pytest.mark.parametrize("ca,sa,cb,sb,protocol", MIXED,
                          ids=[f"{m[0]}:{m[1] or 'default'}+{m[2]}:{m[3] or 'default'}"
                               for m in MIXED])
-def test_mixed_clients_and_assignors_share_a_group(group_cluster: EmbeddedCluster, ca: str,
+def test_mixed_clients_and_assignors_share_a_group(cluster: EmbeddedCluster, ca: str,
                                                    sa: str | None, cb: str, sb: str | None,
                                                    protocol: str) -> None:
     """Members of different clients (and assignor lists) in one group: the broker picks
     the protocol both support with the most first-choice votes and relays the leader's
     assignment in whichever client's format; cooperative rebalances hand over partitions
     incrementally."""
-    bs = group_cluster.bootstrap_servers
+    bs = cluster.bootstrap_servers
     tag = f"{ca}-{sa}-{cb}-{sb}".replace(",", "_").replace("None", "d")
     topic, group = f"mix-{tag}", f"mix-group-{tag}"
     a = MEMBER_CLASSES[ca](f"{ca}-a", bs, group, topic, strategy=sa)
@@ -136,12 +128,14 @@ def test_mixed_clients_and_assignors_share_a_group(group_cluster: EmbeddedCluste
         admin = AdminClient({"bootstrap.servers": bs})
         # Only a Stable group reports its protocol (as Kafka); cooperative assignors run a
         # follow-up rebalance after the first one.
-        deadline = time.monotonic() + 30
-        while True:
+        d: Any = None
+
+        def stable() -> bool:
+            nonlocal d
             d = admin.describe_consumer_groups([group])[group].result(timeout=30)
-            if d.state == ConsumerGroupState.STABLE or time.monotonic() > deadline:
-                break
-            time.sleep(0.1)
+            return d.state == ConsumerGroupState.STABLE
+
+        wait_until(stable, 30, interval=0.1)
         assert d.partition_assignor == protocol
         assert {m.client_id for m in d.members} == {a.name, b.name}
 

@@ -4,26 +4,24 @@ they live only as records in __consumer_offsets, replayed at startup."""
 from __future__ import annotations
 
 import asyncio
-import socket
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
 import confluent_kafka as ck
 from confluent_kafka import ConsumerGroupTopicPartitions
 from confluent_kafka.admin import AdminClient
-from groups_helpers import GROUP_BROKER_CONFIG, KCAT, create_topic, produce
 
 from sparklog.cluster.embedded import EmbeddedCluster
+from tests.helpers.groups import GROUP_BROKER_CONFIG, end_offsets, produce
+from tests.helpers.kafka_clients import KCAT, committed_offsets, create_topic
+from tests.helpers.polling import collect
 
 PARTITIONS = 3
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _good(msgs: list[Any]) -> list[Any]:
+    return [m for m in msgs if m.error() is None]
 
 
 def consume_all_and_commit(bs: str, group: str, topic: str, n: int,
@@ -32,10 +30,7 @@ def consume_all_and_commit(bs: str, group: str, topic: str, n: int,
     c = ck.Consumer({"bootstrap.servers": bs, "group.id": group, "auto.offset.reset": "earliest",
                      "enable.auto.commit": False, "fetch.queue.backoff.ms": 1})
     c.subscribe([topic])
-    got = 0
-    deadline = time.monotonic() + 30
-    while got < n and time.monotonic() < deadline:
-        got += sum(1 for m in c.consume(500, 0.2) if m.error() is None)
+    got = len(collect(lambda: _good(c.consume(500, 0.2)), n, 30))
     assert got == n
     c.commit(offsets=[ck.TopicPartition(topic, p, o) for p, o in commit.items()],
              asynchronous=False)
@@ -43,13 +38,7 @@ def consume_all_and_commit(bs: str, group: str, topic: str, n: int,
 
 
 def committed_by_each_client(bs: str, group: str, topic: str) -> dict[str, dict[int, int]]:
-    out: dict[str, dict[int, int]] = {}
-    c = ck.Consumer({"bootstrap.servers": bs, "group.id": group, "enable.auto.commit": False})
-    try:
-        tps = c.committed([ck.TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=15)
-        out["confluent"] = {tp.partition: tp.offset for tp in tps}
-    finally:
-        c.close()
+    out = {"confluent": committed_offsets(bs, group, topic, range(PARTITIONS))}
 
     from kafka import KafkaConsumer, TopicPartition
 
@@ -87,15 +76,15 @@ def alter_standalone(bs: str, group: str, topic: str, offsets: dict[int, int]) -
 
 
 def test_committed_offsets_and_stable_group_survive_graceful_restart(tmp_path: Path) -> None:
-    data, port = tmp_path / "data", free_port()
+    data = tmp_path / "data"
     topic = "restart-topic"
-    c1 = EmbeddedCluster(data, port=port, config=GROUP_BROKER_CONFIG).start()
+    c1 = EmbeddedCluster(data, config=GROUP_BROKER_CONFIG).start()
     live: Any = None
     try:
         bs = c1.bootstrap_servers
         create_topic(bs, topic, PARTITIONS)
         produced = produce(bs, topic, 900)
-        ends = {p: max(o for pp, o in produced if pp == p) + 1 for p in range(PARTITIONS)}
+        ends = end_offsets(produced)
         commit = {p: ends[p] - 10 for p in range(PARTITIONS)}
         consume_all_and_commit(bs, "left-group", topic, 900, commit)
         alter_standalone(bs, "standalone", topic, {0: 7, 2: 42})
@@ -106,17 +95,14 @@ def test_committed_offsets_and_stable_group_survive_graceful_restart(tmp_path: P
                             "fetch.queue.backoff.ms": 1, "session.timeout.ms": 30000,
                             "heartbeat.interval.ms": 500})
         live.subscribe([topic])
-        got = 0
-        deadline = time.monotonic() + 30
-        while got < 900 and time.monotonic() < deadline:
-            got += sum(1 for m in live.consume(500, 0.2) if m.error() is None)
+        got = len(collect(lambda: _good(live.consume(500, 0.2)), 900, 30))
         assert got == 900
         live.commit(asynchronous=False)
         member_before = live.memberid()
     finally:
         c1.stop()
 
-    c2 = EmbeddedCluster(data, port=port, config=GROUP_BROKER_CONFIG).start()
+    c2 = EmbeddedCluster(data, port=c1.port, config=GROUP_BROKER_CONFIG).start()
     try:
         bs = c2.bootstrap_servers
         for client, offs in committed_by_each_client(bs, "left-group", topic).items():
@@ -126,14 +112,9 @@ def test_committed_offsets_and_stable_group_survive_graceful_restart(tmp_path: P
 
         # The live member keeps its membership: no rejoin, it just carries on.
         more = produce(bs, topic, 90, start=900)
-        got = 0
-        deadline = time.monotonic() + 30
-        while got < 90 and time.monotonic() < deadline:
-            for m in live.consume(500, 0.2):
-                if m.error() is None:
-                    got += 1
-                    assert (m.partition(), m.offset()) in more
-        assert got == 90
+        got = collect(lambda: _good(live.consume(500, 0.2)), 90, 30)
+        assert {(m.partition(), m.offset()) for m in got} <= more.keys()
+        assert len(got) == 90
         assert live.memberid() == member_before
         admin = AdminClient({"bootstrap.servers": bs})
         desc = admin.describe_consumer_groups(["live-group"])["live-group"].result(timeout=30)
@@ -146,10 +127,8 @@ def test_committed_offsets_and_stable_group_survive_graceful_restart(tmp_path: P
                          "enable.auto.commit": False, "fetch.queue.backoff.ms": 1,
                          "auto.offset.reset": "earliest"})
         c.subscribe([topic])
-        seen: list[tuple[int, int]] = []
-        deadline = time.monotonic() + 30
-        while len(seen) < 30 + 90 and time.monotonic() < deadline:
-            seen += [(m.partition(), m.offset()) for m in c.consume(500, 0.2) if m.error() is None]
+        seen = [(m.partition(), m.offset()) for m in collect(lambda: _good(c.consume(500, 0.2)),
+                                                               30 + 90, 30)]
         c.close()
         expected = sorted([(p, o) for p in range(PARTITIONS) for o in range(commit[p], ends[p])]
                           + list(more))
@@ -186,8 +165,8 @@ def test_committed_offsets_survive_sigkill(tmp_path: Path, server_factory: Any) 
 
 
 def test_deleted_group_stays_deleted_after_restart(tmp_path: Path) -> None:
-    data, port = tmp_path / "data", free_port()
-    c1 = EmbeddedCluster(data, port=port, config=GROUP_BROKER_CONFIG).start()
+    data = tmp_path / "data"
+    c1 = EmbeddedCluster(data, config=GROUP_BROKER_CONFIG).start()
     try:
         bs = c1.bootstrap_servers
         create_topic(bs, "del-topic", PARTITIONS)
@@ -197,7 +176,7 @@ def test_deleted_group_stays_deleted_after_restart(tmp_path: Path) -> None:
         admin.delete_consumer_groups(["doomed"])["doomed"].result(timeout=30)
     finally:
         c1.stop()
-    c2 = EmbeddedCluster(data, port=port, config=GROUP_BROKER_CONFIG).start()
+    c2 = EmbeddedCluster(data, port=c1.port, config=GROUP_BROKER_CONFIG).start()
     try:
         admin = AdminClient({"bootstrap.servers": c2.bootstrap_servers})
         listed = admin.list_consumer_groups().result(timeout=30)
@@ -211,8 +190,8 @@ def test_deleted_group_stays_deleted_after_restart(tmp_path: Path) -> None:
 
 
 def test_deleting_a_topic_drops_its_committed_offsets(tmp_path: Path) -> None:
-    data, port = tmp_path / "data", free_port()
-    c1 = EmbeddedCluster(data, port=port, config=GROUP_BROKER_CONFIG).start()
+    data = tmp_path / "data"
+    c1 = EmbeddedCluster(data, config=GROUP_BROKER_CONFIG).start()
     try:
         bs = c1.bootstrap_servers
         create_topic(bs, "t-doomed", PARTITIONS)
@@ -227,7 +206,7 @@ def test_deleting_a_topic_drops_its_committed_offsets(tmp_path: Path) -> None:
             ("t-kept", 2, 12)]
     finally:
         c1.stop()
-    c2 = EmbeddedCluster(data, port=port, config=GROUP_BROKER_CONFIG).start()
+    c2 = EmbeddedCluster(data, port=c1.port, config=GROUP_BROKER_CONFIG).start()
     try:
         bs = c2.bootstrap_servers
         create_topic(bs, "t-doomed", PARTITIONS)  # same name, new topic: no inherited offsets

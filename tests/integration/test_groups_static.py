@@ -5,32 +5,23 @@ member never sees its assignment revoked."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import confluent_kafka as ck
 import pytest
 from confluent_kafka.admin import AdminClient
-from groups_helpers import (
-    GROUP_BROKER_CONFIG,
-    KafkaPythonMember,
-    create_topic,
-    produce,
-    wait_for,
-)
 
 from sparklog.cluster.embedded import EmbeddedCluster
+from tests.helpers.groups import GROUP_BROKER_CONFIG, KafkaPythonMember, produce
+from tests.helpers.kafka_clients import create_topic
+from tests.helpers.polling import wait_for
 
 PARTITIONS = 4
 
 
 @pytest.fixture(scope="module")
-def static_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
-    c = EmbeddedCluster(tmp_path_factory.mktemp("static"), config=GROUP_BROKER_CONFIG).start()
-    try:
-        yield c
-    finally:
-        c.stop()
+def broker_config() -> dict[str, str]:
+    return GROUP_BROKER_CONFIG
 
 
 class StaticConfluent:
@@ -55,13 +46,14 @@ class StaticConfluent:
 
 
 def drive(members: list[Any], cond: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    """wait_for ``cond`` while polling the members (librdkafka rebalances only in poll)."""
+
+    def polled() -> bool:
         for m in members:
             m.poll()
-        if cond():
-            return
-    raise AssertionError(f"timed out waiting for {what}")
+        return bool(cond())
+
+    wait_for(polled, timeout, what, interval=0)
 
 
 def describe(bs: str, group: str) -> Any:
@@ -69,8 +61,8 @@ def describe(bs: str, group: str) -> Any:
     return admin.describe_consumer_groups([group])[group].result(timeout=30)
 
 
-def test_confluent_static_member_restart_keeps_assignment(static_cluster: EmbeddedCluster) -> None:
-    bs = static_cluster.bootstrap_servers
+def test_confluent_static_member_restart_keeps_assignment(cluster: EmbeddedCluster) -> None:
+    bs = cluster.bootstrap_servers
     topic, group = "static-ck", "static-ck-group"
     create_topic(bs, topic, PARTITIONS)
     produce(bs, topic, 200)
@@ -100,8 +92,8 @@ def test_confluent_static_member_restart_keeps_assignment(static_cluster: Embedd
     b.c.close()
 
 
-def test_kafka_python_static_member_restart_keeps_assignment(static_cluster: EmbeddedCluster) -> None:
-    bs = static_cluster.bootstrap_servers
+def test_kafka_python_static_member_restart_keeps_assignment(cluster: EmbeddedCluster) -> None:
+    bs = cluster.bootstrap_servers
     topic, group = "static-kp", "static-kp-group"
     create_topic(bs, topic, PARTITIONS)
     produce(bs, topic, 200)

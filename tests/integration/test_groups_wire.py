@@ -4,31 +4,32 @@ the version-specific fields (null topics, AuthorizedOperations, key types)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from groups_helpers import GROUP_BROKER_CONFIG, create_topic
 
 from sparklog.broker.dispatch import ApiKey
 from sparklog.cluster.embedded import EmbeddedCluster
 from sparklog.protocol.errors import ErrorCode as E
 from sparklog.protocol.messages import groups as g
 from sparklog.protocol.messages import offsets as o
+from tests.helpers.groups import GROUP_BROKER_CONFIG
+from tests.helpers.kafka_clients import create_topic
 
 TOPIC = "wire-groups"
 INT32_MIN = -(1 << 31)
 
 
 @pytest.fixture(scope="module")
-def wire_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
-    cfg = dict(GROUP_BROKER_CONFIG, **{"group.initial.rebalance.delay.ms": "0"})
-    c = EmbeddedCluster(tmp_path_factory.mktemp("wire"), config=cfg).start()
-    try:
-        create_topic(c.bootstrap_servers, TOPIC, 2)
-        yield c
-    finally:
-        c.stop()
+def broker_config() -> dict[str, str]:
+    return dict(GROUP_BROKER_CONFIG, **{"group.initial.rebalance.delay.ms": "0"})
+
+
+@pytest.fixture(scope="module")
+def wire_cluster(cluster: EmbeddedCluster) -> EmbeddedCluster:
+    """The module's cluster, with ``TOPIC`` (2 partitions) created."""
+    create_topic(cluster.bootstrap_servers, TOPIC, 2)
+    return cluster
 
 
 def join_req(version: int, group: str, member_id: str = "", instance: str | None = None) -> Any:

@@ -1,39 +1,30 @@
-"""Shared fixtures of the Spark tests: ONE SparkSession and ONE embedded sparklog broker.
+"""Shared fixtures of the Spark tests: ONE SparkSession for the run, the embedded broker of
+``tests/conftest.py`` per module (it starts in ~20 ms) with the config below.
 
-Starting Spark costs ~10-15 s and a broker ~1 s on this machine, so both are session-scoped;
-tests isolate themselves with unique topic names and checkpoint directories instead.
+Starting Spark costs ~10-15 s on this machine, so the session is session-scoped; tests
+isolate themselves with unique topic names and checkpoint directories instead.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
+from sparklog.client import AdminClient, NewTopic
+from sparklog.cluster.embedded import EmbeddedCluster
+from tests.helpers.polling import wait_for
+from tests.helpers.spark import make_spark_session
+
 # Spark must bind to loopback (it picks eth0 otherwise) and its Python workers must be this
-# interpreter (so they import sparklog from the same venv): set before the JVM starts.
+# interpreter (so they import sparklog from the same venv): set before the JVM starts. Child
+# processes (spark_restart_child.py) inherit them.
 os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-
-
-def make_spark_session(app: str = "sparklog-tests"):  # noqa: ANN201
-    from pyspark.sql import SparkSession
-
-    return (
-        SparkSession.builder.master("local[2]")
-        .appName(app)
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.streaming.stopTimeout", "30s")
-        .getOrCreate()
-    )
 
 
 @pytest.fixture(scope="session")
@@ -44,53 +35,40 @@ def spark():  # noqa: ANN201
     session.stop()
 
 
-@pytest.fixture(scope="session")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    from sparklog.cluster.embedded import EmbeddedCluster
-
-    data_dir = tmp_path_factory.mktemp("sparklog-broker")
-    c = EmbeddedCluster(
-        str(data_dir),
-        config={
-            "group.initial.rebalance.delay.ms": "0",
-            "offsets.topic.num.partitions": "4",
-            "num.partitions": "1",
-        },
-    )
-    c.start()
-    yield c
-    c.stop()
+@pytest.fixture(scope="module")
+def broker_config() -> dict[str, str]:
+    return {
+        "group.initial.rebalance.delay.ms": "0",
+        "offsets.topic.num.partitions": "4",
+        "num.partitions": "1",
+    }
 
 
-@pytest.fixture(scope="session")
-def bootstrap(cluster) -> str:  # noqa: ANN001
+@pytest.fixture(scope="module")
+def bootstrap(cluster: EmbeddedCluster) -> str:
     return cluster.bootstrap_servers
 
 
-@pytest.fixture(scope="session")
-def admin(bootstrap: str):  # noqa: ANN201
-    from sparklog.client import AdminClient
-
+@pytest.fixture(scope="module")
+def admin(bootstrap: str) -> Iterator[AdminClient]:
     a = AdminClient({"bootstrap.servers": bootstrap})
     yield a
     a.close()
 
 
 @pytest.fixture
-def topic_factory(admin):  # noqa: ANN001, ANN201
+def topic_factory(admin: AdminClient) -> Callable[..., str]:
     """Create fresh topics: ``topic_factory(partitions=2) -> name``."""
 
     def make(partitions: int = 1, config: dict[str, str] | None = None) -> str:
-        from sparklog.client import NewTopic
-
         name = f"t-{uuid.uuid4().hex[:10]}"
         admin.create_topics([NewTopic(name, num_partitions=partitions, config=config or {})])
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
+
+        def created() -> bool:
             meta = admin.list_topics()
-            if name in meta and len(meta[name].partitions) == partitions:
-                return name
-            time.sleep(0.05)
-        raise AssertionError(f"topic {name} did not appear")
+            return name in meta and len(meta[name].partitions) == partitions
+
+        wait_for(created, 10, f"topic {name} to appear")
+        return name
 
     return make

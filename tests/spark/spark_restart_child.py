@@ -1,12 +1,13 @@
 """Child process of the SIGKILL restart test: runs the streaming query until it is killed.
 
-Usage: python spark_restart_child.py BOOTSTRAP TOPIC OUTPUT_DIR CHECKPOINT_DIR
+Usage (from the repository root): python -m tests.spark.spark_restart_child BOOTSTRAP TOPIC
+OUTPUT_DIR CHECKPOINT_DIR
 """
 
 import sys
 import time
 
-from conftest import make_spark_session
+from tests.helpers.spark import make_spark_session
 
 bootstrap, topic, out_dir, ckpt = sys.argv[1:5]
 spark = make_spark_session("sparklog-kill-child")

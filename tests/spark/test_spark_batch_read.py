@@ -2,7 +2,7 @@
 
 import json
 
-from spark_helpers import produce, source
+from tests.helpers.spark import produce, source
 
 
 def _rows(df):

@@ -7,12 +7,12 @@ queries on both paths and compare what they deliver.
 
 import uuid
 
-from spark_helpers import produce, source, wait_for
-
 from sparklog.spark.options import parse_source_options
 from sparklog.spark.planning import OffsetRange, RangeGroup
 from sparklog.spark.reader import stream_reader
 from sparklog.spark.schema import source_schema
+from tests.helpers.polling import wait_for
+from tests.helpers.spark import produce, source
 
 
 def _reader(bootstrap, **opts):  # noqa: ANN001, ANN202
@@ -111,8 +111,8 @@ def _stream(spark, bootstrap, topic, *, rounds, n, expect, **opts):  # noqa: ANN
     try:
         for i in range(rounds):  # small batches arriving while the query runs
             produce(bootstrap, topic, [b"%d-%d" % (i, k) for k in range(n)], partition=0)
-            wait_for(lambda i=i: count() >= (i + 1) * n, what=f"round {i}")
-        wait_for(lambda: count() >= expect, what=f"{expect} rows")
+            wait_for(lambda i=i: count() >= (i + 1) * n, what=f"round {i}", interval=0.2)
+        wait_for(lambda: count() >= expect, what=f"{expect} rows", interval=0.2)
         assert q.exception() is None
     finally:
         q.stop()

@@ -3,7 +3,9 @@
 import uuid
 
 import pytest
-from spark_helpers import produce, source, wait_for
+
+from tests.helpers.polling import wait_for
+from tests.helpers.spark import produce, source
 
 
 def _tp(topic, p):
@@ -37,6 +39,7 @@ def test_group_id_commits_make_lag_visible(spark, bootstrap, admin, topic_factor
         lambda: admin.list_consumer_group_offsets(group) == want,
         60,
         what="group offsets = end of the topic",
+        interval=0.2,
     )
     # new data shows up as lag: log end - committed
     produce(bootstrap, t, [b"z"] * 7, partition=1)

@@ -10,7 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from spark_helpers import produce, source, wait_for
+from tests.helpers.polling import wait_for
+from tests.helpers.servers import REPO
+from tests.helpers.spark import produce, source
 
 
 def _start(spark, bootstrap, topic, out, ckpt, *, available_now=False, max_offsets=10):
@@ -47,6 +49,7 @@ def test_stop_mid_stream_and_restart(spark, bootstrap, topic_factory, tmp_path):
         lambda: q.lastProgress is not None and q.lastProgress["batchId"] >= 2,
         240,
         what="3 micro-batches",
+        interval=0.2,
     )
     q.stop()
     done = spark.read.parquet(out).count()
@@ -64,15 +67,8 @@ def test_sigkill_mid_stream_and_restart(spark, bootstrap, topic_factory, tmp_pat
     produce(bootstrap, t, [v.encode() for v in values])
     out, ckpt = str(tmp_path / "out"), str(tmp_path / "ckpt")
     child = subprocess.Popen(
-        [
-            sys.executable,
-            str(Path(__file__).with_name("spark_restart_child.py")),
-            bootstrap,
-            t,
-            out,
-            ckpt,
-        ],
-        cwd=str(Path(__file__).parent),
+        [sys.executable, "-m", "tests.spark.spark_restart_child", bootstrap, t, out, ckpt],
+        cwd=str(REPO),
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -86,6 +82,7 @@ def test_sigkill_mid_stream_and_restart(spark, bootstrap, topic_factory, tmp_pat
             ),
             400,
             what="3 committed batches in the child",
+            interval=0.2,
         )
     finally:
         os.killpg(child.pid, signal.SIGKILL)

@@ -3,7 +3,8 @@
 import time
 import uuid
 
-from spark_helpers import produce, source, wait_for
+from tests.helpers.polling import wait_for
+from tests.helpers.spark import produce, source
 
 
 def _run_available_now(spark, df):
@@ -69,6 +70,7 @@ def test_min_offsets_per_trigger_waits_for_enough_data(spark, bootstrap, topic_f
             lambda: spark.sql(f"select count(*) c from {name}").first().c == 25,
             240,
             what="the delayed batch",
+            interval=0.2,
         )
         assert [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]] == [25]
     finally:
@@ -82,7 +84,9 @@ def test_available_now_drains_exactly_the_backlog(spark, bootstrap, topic_factor
     df = source(spark, bootstrap, subscribe=t, startingOffsets="earliest", maxOffsetsPerTrigger=8)
     q = df.writeStream.format("memory").queryName(name).trigger(availableNow=True).start()
     # once the first batch ran, the target offsets are fixed: this data must not be read
-    wait_for(lambda: q.lastProgress is not None or not q.isActive, 240, what="first batch")
+    wait_for(
+        lambda: q.lastProgress is not None or not q.isActive, 240, what="first batch", interval=0.2
+    )
     produce(bootstrap, t, [b"new%d" % i for i in range(30)])
     assert q.awaitTermination(300) and q.exception() is None
     values = sorted(bytes(r.value) for r in spark.sql(f"select value from {name}").collect())
@@ -111,13 +115,18 @@ def test_pattern_picks_up_new_topics_and_partitions(spark, bootstrap, admin, top
         return sorted(r.v for r in spark.sql(f"select v from {name}").collect())
 
     try:
-        wait_for(lambda: values() == ["a0", "a1"], 240, what="the first topic")
+        wait_for(lambda: values() == ["a0", "a1"], 240, what="the first topic", interval=0.2)
         # a new matching topic and a new partition of the old one: read from their start
         admin.create_topics([NewTopic(f"{prefix}-b", num_partitions=1)])
         admin.create_partitions({f"{prefix}-a": 2})
         produce(bootstrap, f"{prefix}-b", [b"b0"])
         produce(bootstrap, f"{prefix}-a", [b"a2"], partition=1)
-        wait_for(lambda: values() == ["a0", "a1", "a2", "b0"], 240, what="new topic/partition")
+        wait_for(
+            lambda: values() == ["a0", "a1", "a2", "b0"],
+            240,
+            what="new topic/partition",
+            interval=0.2,
+        )
         assert q.exception() is None
     finally:
         q.stop()

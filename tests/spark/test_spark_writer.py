@@ -3,12 +3,12 @@
 import uuid
 
 import pytest
-from spark_helpers import produce, source
+
+from tests.helpers.polling import collect
+from tests.helpers.spark import produce, source
 
 
 def _consume_all(bootstrap, topic, n, timeout=30.0):
-    import time
-
     from confluent_kafka import Consumer
 
     c = Consumer(
@@ -21,17 +21,15 @@ def _consume_all(bootstrap, topic, n, timeout=30.0):
         }
     )
     c.subscribe([topic])
-    got = []
-    deadline = time.monotonic() + timeout
+
+    def poll_one():  # noqa: ANN202
+        m = c.poll(0.5)
+        return [] if m is None or m.error() else [m]
+
     try:
-        while len(got) < n and time.monotonic() < deadline:
-            m = c.poll(0.5)
-            if m is None or m.error():
-                continue
-            got.append(m)
+        return collect(poll_one, n, timeout)
     finally:
         c.close()
-    return got
 
 
 def test_batch_write_round_trip_through_confluent_kafka(spark, bootstrap, topic_factory):

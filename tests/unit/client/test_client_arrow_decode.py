@@ -5,12 +5,14 @@ import pytest
 
 from sparklog.client.arrow_decode import FETCH_SCHEMA, batch_sizes, decode_fetched
 from sparklog.protocol.errors import CorruptRecordError
-from sparklog.protocol.records import Record, encode_batch, encode_control_batch
+from sparklog.protocol.records import encode_control_batch
+from tests.helpers.batches import make_batch
 
 
 def _batch(base, values, **kw):
-    return encode_batch([Record(value=v, key=b"k") for v in values], base_offset=base,
-                        now_ms=1000, **kw)
+    n = len(values)
+    return make_batch(n, keys=[b"k"] * n, values=values, ts=None, base_offset=base, now_ms=1000,
+                      **kw)
 
 
 def _log():

@@ -20,7 +20,8 @@ from sparklog.client.connection import (
 
 class EchoServer:
     """Answers each request frame with (correlation id + payload of a size the request
-    asks for), optionally dribbling the bytes out one at a time."""
+    asks for), optionally dribbling the bytes out one at a time. Serves one connection on
+    127.0.0.1 in a thread that ``close()`` ends, whether or not a client came."""
 
     def __init__(self, dribble=False, mute=False):
         self.sock = socket.socket()
@@ -28,6 +29,7 @@ class EchoServer:
         self.sock.listen()
         self.port = self.sock.getsockname()[1]
         self.dribble, self.mute = dribble, mute
+        self.conn = None
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
 
@@ -41,7 +43,11 @@ class EchoServer:
         return buf
 
     def _serve(self):
-        conn, _ = self.sock.accept()
+        try:
+            conn, _ = self.sock.accept()
+        except OSError:  # closed before a client came
+            return
+        self.conn = conn
         try:
             while True:
                 size = struct.unpack(">i", self._recv(conn, 4))[0]
@@ -65,7 +71,30 @@ class EchoServer:
             conn.close()
 
     def close(self):
+        for s in (self.conn, self.sock):  # shutdown wakes a thread blocked in accept/recv
+            if s is not None:
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
         self.sock.close()
+        self.thread.join(10)
+        assert not self.thread.is_alive()
+
+
+@pytest.fixture
+def echo_server():
+    """``echo_server(dribble=..., mute=...)``: an EchoServer, closed at teardown."""
+    started = []
+
+    def start(**kw):
+        srv = EchoServer(**kw)
+        started.append(srv)
+        return srv
+
+    yield start
+    for srv in started:
+        srv.close()
 
 
 @pytest.fixture
@@ -75,8 +104,8 @@ def loop_thread():
     t.stop()
 
 
-def test_pipelined_requests_small_and_large_frames(loop_thread):
-    srv = EchoServer()
+def test_pipelined_requests_small_and_large_frames(loop_thread, echo_server):
+    srv = echo_server()
 
     async def go():
         c = BrokerConnection("127.0.0.1", srv.port)
@@ -92,11 +121,10 @@ def test_pipelined_requests_small_and_large_frames(loop_thread):
     for s, b in zip(sizes, bodies, strict=True):
         assert len(b) == s
         assert len(set(bytes(b))) <= 1
-    srv.close()
 
 
-def test_byte_at_a_time_responses(loop_thread):
-    srv = EchoServer(dribble=True)
+def test_byte_at_a_time_responses(loop_thread, echo_server):
+    srv = echo_server(dribble=True)
 
     async def go():
         c = BrokerConnection("127.0.0.1", srv.port)
@@ -108,11 +136,10 @@ def test_byte_at_a_time_responses(loop_thread):
 
     a, b = loop_thread.run(go(), timeout=60)
     assert len(a) == 3 and len(b) == 70
-    srv.close()
 
 
-def test_timeout_fails_the_connection_and_refused_connect(loop_thread):
-    srv = EchoServer(mute=True)
+def test_timeout_fails_the_connection_and_refused_connect(loop_thread, echo_server):
+    srv = echo_server(mute=True)
 
     async def go():
         c = BrokerConnection("127.0.0.1", srv.port)
@@ -128,7 +155,6 @@ def test_timeout_fails_the_connection_and_refused_connect(loop_thread):
             await dead.connect(1000)
 
     loop_thread.run(go(), timeout=60)
-    srv.close()
 
 
 def test_header_and_address_parsing():

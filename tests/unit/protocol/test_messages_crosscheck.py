@@ -14,15 +14,11 @@ import importlib
 import importlib.util
 import pkgutil
 import random
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-from messages_gen import make_message  # noqa: E402
-
-from sparklog.protocol.messages import API_BY_KEY  # noqa: E402
+from sparklog.protocol.messages import API_BY_KEY
+from tests.helpers.messages import make_message
 
 kafka_protocol = pytest.importorskip("kafka.protocol.api_message")
 

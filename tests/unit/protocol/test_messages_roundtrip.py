@@ -1,18 +1,14 @@
 """Every declared version of every API: encode -> decode -> encode is byte-identical."""
 
 import random
-import sys
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-sys.path.insert(0, str(Path(__file__).parent))
-from messages_gen import make_message  # noqa: E402
-
-from sparklog.protocol.errors import MalformedFrameError  # noqa: E402
-from sparklog.protocol.messages import API_BY_KEY  # noqa: E402
+from sparklog.protocol.errors import MalformedFrameError
+from sparklog.protocol.messages import API_BY_KEY
+from tests.helpers.messages import make_message
 
 CASES = [
     (spec.name, kind, version)

@@ -11,11 +11,11 @@ import tempfile
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from storage_helpers import make_batch, read_all
 
 from sparklog.protocol.errors import InvalidRecordError
 from sparklog.storage import LogConfig, PartitionLog
 from sparklog.storage.cleaner import SimulatedCrash, clean_log
+from tests.helpers.batches import make_batch, read_all, read_records
 
 CFG = LogConfig(cleanup_policy="compact", segment_bytes=400, file_delete_delay_ms=0,
                 delete_retention_ms=1_000, min_cleanable_dirty_ratio=0.0)
@@ -37,7 +37,7 @@ def _write(log, ops):
 
 
 def _check(log, history, tombstones_dropped: bool, compacted: bool = True):
-    records = [(r.offset, r.key, r.value) for b in read_all(log) for r in b.records]
+    records = [(r.offset, r.key, r.value) for r in read_records(log)]
     latest = {}
     for off, k, v in history:
         latest[k] = (off, v)
@@ -142,7 +142,7 @@ def test_compaction_survives_crash_mid_swap(tmp_path, crash_at):
     assert log2.log_end_offset == history[-1][0] + 1
     # the swap under way is completed (.swap existed) or discarded (.cleaned) as a whole
     _check(log2, history, tombstones_dropped=False, compacted=crash_at != "cleaned")
-    n_records = sum(len(b.records) for b in read_all(log2))
+    n_records = len(read_records(log2))
     assert (n_records == len(history)) == (crash_at == "cleaned")
     # every offset is still found through the rebuilt indexes
     for off, _k, _v in history:

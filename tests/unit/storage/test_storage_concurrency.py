@@ -6,12 +6,11 @@ from __future__ import annotations
 import threading
 import time
 
-from storage_helpers import make_batch
-
 from sparklog.protocol.errors import OffsetOutOfRangeError
 from sparklog.protocol.records import decode_batches
 from sparklog.storage import LogConfig, PartitionLog
 from sparklog.storage.cleaner import clean_log
+from tests.helpers.batches import make_batch
 
 
 def test_appends_reads_vs_retention_compaction_flush(tmp_path):

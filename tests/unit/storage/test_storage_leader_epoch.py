@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from storage_helpers import make_batch, read_all
-
 from sparklog.protocol.records import iter_batch_views
 from sparklog.storage import PartitionLog
 from sparklog.storage.leader_epoch import LeaderEpochCache
+from tests.helpers.batches import make_batch, read_all, read_records
 
 
 def _replicate(leader: PartitionLog, follower: PartitionLog) -> None:
@@ -24,7 +23,7 @@ def _catch_up_after_leader_change(follower: PartitionLog, leader: PartitionLog) 
 
 
 def _values(log):
-    return [r.value for b in read_all(log) for r in b.records]
+    return [r.value for r in read_records(log)]
 
 
 def test_cache_semantics(tmp_path):

@@ -7,7 +7,6 @@ import os
 import struct
 
 import pytest
-from storage_helpers import make_batch, read_all, strip_stamped
 
 from sparklog.protocol.errors import (
     CorruptRecordError,
@@ -24,6 +23,7 @@ from sparklog.storage.partition_log import (
     MAX_TIMESTAMP,
     parse_topic_partition,
 )
+from tests.helpers.batches import make_batch, read_all, read_records, strip_stamped
 
 SMALL = LogConfig(segment_bytes=2000, index_interval_bytes=150)
 
@@ -294,7 +294,7 @@ def test_compressed_batches_round_trip_time_lookup_and_compaction(tmp_path, code
     hit = log.offset_for_timestamp(502)
     assert (hit.offset, hit.timestamp) == (22, 502)
     clean_log(log, force=True)
-    recs = [r for b in read_all(log) for r in b.records]
+    recs = read_records(log)
     sealed_end = log.active_segment.base_offset
     sealed = [r for r in recs if r.offset < sealed_end]
     assert len({r.key for r in sealed}) == len(sealed) <= 3

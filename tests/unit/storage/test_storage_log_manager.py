@@ -8,10 +8,9 @@ import os
 import threading
 import time
 
-from storage_helpers import make_batch, read_all
-
 from sparklog.storage import LogConfig, LogManager
 from sparklog.storage.checkpoints import read_offset_checkpoint
+from tests.helpers.batches import make_batch, read_all
 
 
 def _fill(log, n, **kw):

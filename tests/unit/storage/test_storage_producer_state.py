@@ -6,11 +6,11 @@ from __future__ import annotations
 import os
 
 import pytest
-from storage_helpers import make_batch
 
 from sparklog.protocol.errors import InvalidProducerEpochError, OutOfOrderSequenceError
 from sparklog.storage import LogConfig, PartitionLog
 from sparklog.storage.producer_state import ProducerStateManager
+from tests.helpers.batches import make_batch
 
 PID = 4242
 

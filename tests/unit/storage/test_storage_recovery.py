@@ -9,10 +9,10 @@ import random
 import shutil
 
 import pytest
-from storage_helpers import make_batch
 
 from sparklog.protocol.records import iter_batch_views
 from sparklog.storage import LogConfig, PartitionLog
+from tests.helpers.batches import make_batch
 
 CFG = LogConfig(segment_bytes=350, index_interval_bytes=100)
 N_BATCHES = 9

@@ -6,10 +6,10 @@ from __future__ import annotations
 import os
 
 import pytest
-from storage_helpers import make_batch, read_all
 
 from sparklog.protocol.errors import OffsetOutOfRangeError
 from sparklog.storage import LogConfig, LogManager, PartitionLog
+from tests.helpers.batches import make_batch, read_all
 
 
 def _log(tmp_path, now, **cfg):

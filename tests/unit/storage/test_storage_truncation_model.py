@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import random
 
-from storage_helpers import make_batch
-
 from sparklog.protocol.records import iter_batch_views
 from sparklog.storage import LogConfig, PartitionLog
+from tests.helpers.batches import make_batch
 
 CFG = LogConfig(segment_bytes=400, index_interval_bytes=90)
 

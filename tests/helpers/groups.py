@@ -1,10 +1,14 @@
-"""Shared pieces of the consumer-group integration tests: topics, produce, group members
-driven by each real client in its own thread/process, and the exactly-once check."""
+"""Consumer-group pieces shared by the group integration tests: keyed produce with the
+acknowledged ground truth, the exactly-once check, and group members driven by each real
+client in its own thread/process.
+
+A member records what it was delivered and every assignment it got; ``stop()`` joins it
+and re-raises what failed inside it, so a test never passes over a member that crashed.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import shutil
 import subprocess
 import threading
 import time
@@ -13,23 +17,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import confluent_kafka as ck
-from confluent_kafka.admin import AdminClient, NewTopic
 
-KCAT = shutil.which("kcat") or "/usr/bin/kcat"
+from tests.helpers.kafka_clients import KCAT
+from tests.helpers.polling import wait_until
 
 # Fast groups: no 3 s initial delay, few offsets partitions (fast startup and replay).
 GROUP_BROKER_CONFIG = {
     "group.initial.rebalance.delay.ms": "100",
     "offsets.topic.num.partitions": "5",
 }
-
-CLIENTS = ["confluent", "kafka-python", "aiokafka", "kcat"]
-
-
-def create_topic(bootstrap: str, name: str, partitions: int = 4) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    fut = admin.create_topics([NewTopic(name, partitions, 1)])[name]
-    fut.result(timeout=30)
 
 
 def produce(bootstrap: str, topic: str, n: int, start: int = 0) -> dict[tuple[int, int], tuple[bytes, bytes]]:
@@ -328,11 +324,13 @@ class KcatMember(Member):
                 self.assignments.append(set())
 
     def stop(self, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + 10
-        while self.proc is None and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until(lambda: self.proc is not None, 10, interval=0.01)
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()  # kcat closes the consumer: commit + LeaveGroup
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()  # never left running; stop() then reports the failure
         super().stop(timeout)
 
 
@@ -342,23 +340,3 @@ MEMBER_CLASSES: dict[str, type[Member]] = {
     "aiokafka": AiokafkaMember,
     "kcat": KcatMember,
 }
-
-
-def wait_for(cond: Any, timeout: float, what: str, interval: float = 0.05) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
-def committed_offsets(bootstrap: str, group: str, topic: str, partitions: list[int]) -> dict[int, int]:
-    """What the broker says the group committed (confluent-kafka's committed())."""
-    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": group,
-                     "enable.auto.commit": False})
-    try:
-        tps = c.committed([ck.TopicPartition(topic, p) for p in partitions], timeout=15)
-        return {tp.partition: tp.offset for tp in tps}
-    finally:
-        c.close()

@@ -1,8 +1,31 @@
-"""Helpers shared by the Spark tests (imported as a plain module; tests/spark is on sys.path)."""
+"""Spark sessions and sparklog sources for the Spark tests, and producing their input.
+
+``make_spark_session`` is also what ``tests/spark/spark_restart_child.py`` runs in its own
+process, so the session a killed query restarts in is configured like the tests' one.
+The tests' conftest points Spark at loopback and this interpreter before the JVM starts.
+"""
 
 from __future__ import annotations
 
-import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+def make_spark_session(app: str = "sparklog-tests") -> SparkSession:
+    from pyspark.sql import SparkSession
+
+    return (
+        SparkSession.builder.master("local[2]")
+        .appName(app)
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.streaming.stopTimeout", "30s")
+        .getOrCreate()
+    )
 
 
 def produce(
@@ -41,16 +64,9 @@ def produce(
         p.close()
 
 
-def wait_for(predicate, timeout: float = 60.0, interval: float = 0.2, what: str = "") -> None:  # noqa: ANN001
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
-
-
-def source(spark, bootstrap: str, *, stream: bool = True, **options: str):  # noqa: ANN001, ANN201
+def source(spark: SparkSession, bootstrap: str, *, stream: bool = True,
+           **options: object) -> DataFrame:
+    """``format("sparklog")`` on ``bootstrap`` with ``options`` (values passed as strings)."""
     reader = spark.readStream if stream else spark.read
     r = reader.format("sparklog").option("bootstrap.servers", bootstrap)
     for k, v in options.items():

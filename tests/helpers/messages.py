@@ -1,8 +1,6 @@
-"""Random message values drawn from a schema declaration (shared by the message tests).
-
-Not a test module: pytest does not collect it (no ``test_`` prefix); tests import it by
-path via ``conftest``-free sys.path insertion in each test module.
-"""
+"""Random protocol messages drawn from their schema declarations, for the message tests:
+every field a version has, nulls where it allows them, tagged fields sometimes left at
+their default (which must then not be written)."""
 
 from __future__ import annotations
 

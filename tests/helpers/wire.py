@@ -1,10 +1,16 @@
-"""A blocking raw-protocol Kafka connection for tests (requests in, decoded responses out)."""
+"""A blocking raw-protocol Kafka connection for tests (requests in, decoded responses out):
+for bad input and versions that no third-party client sends."""
 
 from __future__ import annotations
 
 import socket
 import struct
 from typing import Any
+
+from sparklog.protocol.messages import decode_response, encode_request
+from sparklog.protocol.schema import TopLevel
+
+__all__ = ["KafkaWire"]
 
 
 class KafkaWire:
@@ -18,9 +24,8 @@ class KafkaWire:
     def send_raw(self, data: bytes) -> None:
         self.sock.sendall(data)
 
-    def request(self, api_key: int, version: int, message: Any, client_id: str = "wire-test") -> None:
-        from sparklog.protocol.messages import encode_request
-
+    def request(self, api_key: int, version: int, message: TopLevel,
+                client_id: str = "wire-test") -> None:
         self.cid += 1
         self.sock.sendall(encode_request(api_key, version, self.cid, client_id, message))
 
@@ -30,12 +35,10 @@ class KafkaWire:
         return self._read_exact(n)
 
     def response(self, api_key: int, version: int) -> Any:
-        from sparklog.protocol.messages import decode_response
-
-        cid, msg = decode_response(api_key, version, self.read_frame())
+        _cid, msg = decode_response(api_key, version, self.read_frame())
         return msg
 
-    def call(self, api_key: int, version: int, message: Any) -> Any:
+    def call(self, api_key: int, version: int, message: TopLevel) -> Any:
         self.request(api_key, version, message)
         return self.response(api_key, version)
 

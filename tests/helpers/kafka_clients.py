@@ -1,19 +1,25 @@
-"""Produce/consume helpers over the four third-party clients the broker must serve.
+"""The four third-party clients the broker must serve (confluent-kafka, kafka-python,
+aiokafka, kcat): produce/consume helpers, topic creation and committed offsets.
 
-Every helper takes plain data (``Msg`` tuples) and returns plain data, so tests can compare
-what one client wrote with what another read, field by field.
+Every produce/consume helper takes plain data (``Msg`` tuples) and returns plain data, so
+tests can compare what one client wrote with what another read, field by field.
+``CLIENTS`` maps each client's name to its (produce, consume) pair.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
-KCAT = "/usr/bin/kcat"
+from tests.helpers.polling import collect
+
+KCAT = shutil.which("kcat") or "/usr/bin/kcat"
 DEADLINE_S = 60
 
 
@@ -70,15 +76,14 @@ def ck_consume(bs: str, topic: str, partitions: int, n: int, start: int = 0) -> 
                   "auto.offset.reset": "earliest"})
     try:
         c.assign([TopicPartition(topic, p, start) for p in range(partitions)])
-        out: list[Msg] = []
-        deadline = time.monotonic() + DEADLINE_S
-        while len(out) < n and time.monotonic() < deadline:
-            for m in c.consume(10000, 0.5):
-                if m.error():
-                    raise AssertionError(m.error())
-                out.append(Msg(m.partition(), m.key(), m.value(), m.timestamp()[1],
-                               tuple((k, v) for k, v in (m.headers() or [])), m.offset()))
-        return out
+
+        def msg(m: Any) -> Msg:
+            if m.error():
+                raise AssertionError(m.error())
+            return Msg(m.partition(), m.key(), m.value(), m.timestamp()[1],
+                       tuple((k, v) for k, v in (m.headers() or [])), m.offset())
+
+        return collect(lambda: [msg(m) for m in c.consume(10000, 0.5)], n, DEADLINE_S)
     finally:
         c.close()
 
@@ -107,14 +112,11 @@ def kp_consume(bs: str, topic: str, partitions: int, n: int, start: int = 0) -> 
         c.assign(tps)
         for tp in tps:
             c.seek(tp, start)
-        out: list[Msg] = []
-        deadline = time.monotonic() + DEADLINE_S
-        while len(out) < n and time.monotonic() < deadline:
-            for tp, records in c.poll(500, max_records=10000).items():
-                for r in records:
-                    out.append(Msg(tp.partition, r.key, r.value, r.timestamp,
-                                   tuple((k, v) for k, v in (r.headers or [])), r.offset))
-        return out
+        return collect(lambda: [
+            Msg(tp.partition, r.key, r.value, r.timestamp,
+                tuple((k, v) for k, v in (r.headers or [])), r.offset)
+            for tp, records in c.poll(500, max_records=10000).items() for r in records],
+            n, DEADLINE_S)
     finally:
         c.close()
 
@@ -218,3 +220,44 @@ def kcat_consume(bs: str, topic: str, partitions: int, n: int, start: int = 0,
                 headers = tuple(pairs)
             out.append(Msg(int(p), k, v, int(ts), headers, int(o)))
     return out
+
+
+CLIENTS: dict[str, tuple[Callable[..., None], Callable[..., list[Msg]]]] = {
+    "confluent": (ck_produce, ck_consume),
+    "kafka-python": (kp_produce, kp_consume),
+    "aiokafka": (ak_produce, ak_consume),
+    "kcat": (kcat_produce, kcat_consume),
+}
+
+
+# -- topics and committed offsets (through confluent-kafka) ---------------------------------
+
+def create_topic(bs: str, name: str, partitions: int = 4) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bs})
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(timeout=30)
+
+
+def commit_offsets(bs: str, group: str, topic: str, offsets: dict[int, int]) -> None:
+    """Commit ``offsets`` (partition -> offset) for ``group`` without joining it."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bs, "group.id": group, "enable.auto.commit": False})
+    try:
+        c.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()],
+                 asynchronous=False)
+    finally:
+        c.close()
+
+
+def committed_offsets(bs: str, group: str, topic: str, partitions: Iterable[int]) -> dict[int, int]:
+    """What the broker says the group committed (confluent-kafka's committed())."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bs, "group.id": group, "enable.auto.commit": False})
+    try:
+        tps = c.committed([TopicPartition(topic, p) for p in partitions], timeout=20)
+        return {tp.partition: tp.offset for tp in tps}
+    finally:
+        c.close()

@@ -1,0 +1,27 @@
+"""Fixtures shared by every test directory.
+
+- ``cluster``: an EmbeddedCluster (controller + broker in this process) on 127.0.0.1 at a
+  port the OS picks, one per test module, stopped when the module is done.
+- ``broker_config``: the config that cluster starts with. A module (or a directory's
+  conftest) that needs other broker settings overrides this fixture, not ``cluster``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from sparklog.cluster.embedded import EmbeddedCluster
+
+
+@pytest.fixture(scope="module")
+def broker_config() -> dict[str, str]:
+    return {"group.initial.rebalance.delay.ms": "0"}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory,
+            broker_config: dict[str, str]) -> Iterator[EmbeddedCluster]:
+    with EmbeddedCluster(tmp_path_factory.mktemp("broker"), config=broker_config) as c:
+        yield c

@@ -24,7 +24,6 @@ import argparse
 import os
 import random
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -32,26 +31,11 @@ import tempfile
 import time
 from typing import Any
 
+from _net import free_port, wait_listening
+
 MiB = 1 << 20
 GiB = 1 << 30
 VALUE_SIZE = 100
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port: int, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"nothing listening on {port}")
 
 
 def proc_cpu_s(pid: int) -> float:
@@ -67,7 +51,7 @@ class BrokerProc:
         self.port = port
         self.log = open(os.path.join(workdir, f"{name}.log"), "ab")  # noqa: SIM115
         self.p = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, cwd=workdir)
-        wait_port(port)
+        wait_listening(port, 30)
         time.sleep(0.3)
         if self.p.poll() is not None:
             raise RuntimeError(f"{name} exited; see {self.log.name}")

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -32,6 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import pyarrow as pa  # noqa: E402
+from _net import free_port  # noqa: E402
 from confluent_kafka import Consumer as CKConsumer  # noqa: E402
 from confluent_kafka import Producer as CKProducer  # noqa: E402
 from confluent_kafka import TopicPartition as CKTopicPartition  # noqa: E402
@@ -40,12 +40,6 @@ from sparklog.client import AdminClient, Consumer, NewTopic, Producer, TopicPart
 
 VALUE = bytes(65 + (i * 7) % 26 for i in range(100))  # 100 bytes, like Kafka's perf tool
 COMMON = {"acks": "all", "linger.ms": 5, "enable.idempotence": False}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_server(data: Path) -> tuple[subprocess.Popen, str]:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -43,6 +42,7 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
+from _net import free_port, wait_listening  # noqa: E402
 
 KEY_BYTES, VALUE_BYTES = 16, 100
 
@@ -51,23 +51,6 @@ def fixed_binary(rng: np.random.Generator, n: int, width: int) -> pa.Array:
     data = rng.integers(32, 127, n * width, dtype=np.uint8)
     offsets = np.arange(0, (n + 1) * width, width, dtype=np.int32)
     return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_listening(port: int, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.1)
-    raise TimeoutError(f"broker did not listen on {port}")
 
 
 def spark_session(driver_memory: str, java_options: str = ""):  # noqa: ANN201

@@ -17,6 +17,7 @@ from sparklog.protocol.records import (
     encode_batch,
     encode_control_batch,
 )
+from tests.helpers.strategies import record_st
 
 
 @pytest.fixture(autouse=True, params=["vectorised", "small-input"])
@@ -38,16 +39,6 @@ def rows_of(rb: pa.RecordBatch):
 def expected_rows(raw: bytes):
     return [(r.offset, r.timestamp, r.key, r.value, r.headers)
             for b in decode_batches(raw) if not b.is_control for r in b.records]
-
-
-header_st = st.tuples(st.text(max_size=6), st.none() | st.binary(max_size=20))
-record_st = st.builds(
-    Record,
-    key=st.none() | st.binary(max_size=30),
-    value=st.none() | st.binary(max_size=200),
-    headers=st.lists(header_st, max_size=3),
-    timestamp=st.integers(min_value=0, max_value=2**45),
-)
 
 
 @given(

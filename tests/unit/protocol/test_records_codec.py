@@ -18,17 +18,9 @@ from sparklog.protocol.records import (
     parse_control_record_key,
     parse_end_txn_marker,
 )
+from tests.helpers.strategies import record_st
 
 CODECS = list(Compression)
-
-header_st = st.tuples(st.text(max_size=8), st.none() | st.binary(max_size=16))
-record_st = st.builds(
-    Record,
-    key=st.none() | st.binary(max_size=40),
-    value=st.none() | st.binary(max_size=300),
-    headers=st.lists(header_st, max_size=3),
-    timestamp=st.integers(min_value=0, max_value=2**41),
-)
 
 
 def _as_tuples(records):

@@ -11,6 +11,7 @@ import time
 from sparklog.storage import LogConfig, LogManager
 from sparklog.storage.checkpoints import read_offset_checkpoint
 from tests.helpers.batches import make_batch, read_all
+from tests.helpers.polling import wait_until
 
 
 def _fill(log, n, **kw):
@@ -90,14 +91,14 @@ def test_scheduler_runs_retention_compaction_flush_and_stops(tmp_path):
     _fill(cmp, 20, keys=[b"same", b"same"], ts=now[0])
     before = cmp.size_bytes
     lm.start()
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
+
+    def done_as_time_passes() -> bool:
         with clock_lock:
             now[0] += 100
-        if (ret.num_segments == 1 and cmp.size_bytes < before
-                and cmp.recovery_point >= cmp.active_segment.base_offset):
-            break
-        time.sleep(0.02)
+        return (ret.num_segments == 1 and cmp.size_bytes < before
+                and cmp.recovery_point >= cmp.active_segment.base_offset)
+
+    wait_until(done_as_time_passes, 10, interval=0.02)
     assert ret.num_segments == 1 and ret.log_start_offset == ret.active_segment.base_offset
     assert cmp.size_bytes < before
     assert cmp.recovery_point >= cmp.active_segment.base_offset  # sealed segments flushed

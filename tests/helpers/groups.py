@@ -13,6 +13,7 @@ import subprocess
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -132,6 +133,15 @@ class Member:
     def on_revoked(self, parts: set[int]) -> None:
         self.assignments.append((self.assigned - parts) if self.cooperative else set())
 
+    def take(self, fetched: Mapping[Any, list[Any]]) -> int:
+        """Record a kafka-python/aiokafka poll result ({partition: [records]}); how many."""
+        n = 0
+        for recs in fetched.values():
+            for r in recs:
+                self.records.append((r.partition, r.offset, r.key, r.value))
+                n += 1
+        return n
+
     def pause(self) -> None:
         # Throttled members consume slowly so the other member joins mid-stream.
         if self.throttle.is_set():
@@ -224,13 +234,7 @@ class KafkaPythonMember(Member):
         c.subscribe([self.topic], listener=Listener())
         try:
             while not self.stop_event.is_set():
-                got = c.poll(timeout_ms=100)
-                n = 0
-                for recs in got.values():
-                    for r in recs:
-                        self.records.append((r.partition, r.offset, r.key, r.value))
-                        n += 1
-                if n:
+                if self.take(c.poll(timeout_ms=100)):
                     commit()
                 self.pause()
         finally:
@@ -272,13 +276,7 @@ class AiokafkaMember(Member):
         c.subscribe([self.topic], listener=Listener())
         try:
             while not self.stop_event.is_set():
-                got = await c.getmany(timeout_ms=100)
-                n = 0
-                for recs in got.values():
-                    for r in recs:
-                        self.records.append((r.partition, r.offset, r.key, r.value))
-                        n += 1
-                if n:
+                if self.take(await c.getmany(timeout_ms=100)):
                     await commit()
                 if self.throttle.is_set():
                     await asyncio.sleep(0.05)

@@ -166,18 +166,14 @@ def test_committed_offsets_survive_sigkill(tmp_path: Path, server_factory: Any) 
 
 def test_deleted_group_stays_deleted_after_restart(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    c1 = EmbeddedCluster(data, config=GROUP_BROKER_CONFIG).start()
-    try:
+    with EmbeddedCluster(data, config=GROUP_BROKER_CONFIG) as c1:
         bs = c1.bootstrap_servers
         create_topic(bs, "del-topic", PARTITIONS)
         alter_standalone(bs, "doomed", "del-topic", {0: 3})
         alter_standalone(bs, "kept", "del-topic", {0: 4})
         admin = AdminClient({"bootstrap.servers": bs})
         admin.delete_consumer_groups(["doomed"])["doomed"].result(timeout=30)
-    finally:
-        c1.stop()
-    c2 = EmbeddedCluster(data, port=c1.port, config=GROUP_BROKER_CONFIG).start()
-    try:
+    with EmbeddedCluster(data, port=c1.port, config=GROUP_BROKER_CONFIG) as c2:
         admin = AdminClient({"bootstrap.servers": c2.bootstrap_servers})
         listed = admin.list_consumer_groups().result(timeout=30)
         ids = {g.group_id for g in listed.valid}
@@ -185,14 +181,11 @@ def test_deleted_group_stays_deleted_after_restart(tmp_path: Path) -> None:
 
         offs = committed_by_each_client(c2.bootstrap_servers, "doomed", "del-topic")
         assert offs["confluent"] == {0: -1001, 1: -1001, 2: -1001}
-    finally:
-        c2.stop()
 
 
 def test_deleting_a_topic_drops_its_committed_offsets(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    c1 = EmbeddedCluster(data, config=GROUP_BROKER_CONFIG).start()
-    try:
+    with EmbeddedCluster(data, config=GROUP_BROKER_CONFIG) as c1:
         bs = c1.bootstrap_servers
         create_topic(bs, "t-doomed", PARTITIONS)
         create_topic(bs, "t-kept", PARTITIONS)
@@ -204,15 +197,10 @@ def test_deleting_a_topic_drops_its_committed_offsets(tmp_path: Path) -> None:
             [ConsumerGroupTopicPartitions("g-topics")])["g-topics"].result(timeout=30)
         assert [(tp.topic, tp.partition, tp.offset) for tp in offs.topic_partitions] == [
             ("t-kept", 2, 12)]
-    finally:
-        c1.stop()
-    c2 = EmbeddedCluster(data, port=c1.port, config=GROUP_BROKER_CONFIG).start()
-    try:
+    with EmbeddedCluster(data, port=c1.port, config=GROUP_BROKER_CONFIG) as c2:
         bs = c2.bootstrap_servers
         create_topic(bs, "t-doomed", PARTITIONS)  # same name, new topic: no inherited offsets
         assert committed_by_each_client(bs, "g-topics", "t-doomed")["confluent"] == {
             0: -1001, 1: -1001, 2: -1001}
         assert committed_by_each_client(bs, "g-topics", "t-kept")["confluent"] == {
             0: -1001, 1: -1001, 2: 12}
-    finally:
-        c2.stop()

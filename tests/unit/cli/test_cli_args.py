@@ -35,9 +35,90 @@ CLIENT_COMMANDS = [
     ["perf", "consume", "--topic", "t", "--messages", "1"],
 ]
 
+# (command line, what argparse's one-line error says about it): exit code 2
+REJECTED = [
+    (["nosuch"], "argument COMMAND: invalid choice: 'nosuch'"),
+    (["groups", "list", "--bogus"], "unrecognized arguments: --bogus"),
+    (["--log-level", "LOUD", "topics", "list"], "argument --log-level: invalid choice: 'LOUD'"),
+    (["topics"], "the following arguments are required: ACTION"),
+    (["topics", "create"], "the following arguments are required: --topic"),
+    (["topics", "create", "--topic", "t", "--partitions", "x"],
+     "argument --partitions: invalid int value: 'x'"),
+    (["produce"], "the following arguments are required: --topic"),
+    (["produce", "--topic", "t", "--acks", "2"], "argument --acks: invalid choice: '2'"),
+    (["produce", "--topic", "t", "--compression", "brotli"],
+     "argument --compression: invalid choice: 'brotli'"),
+    (["produce", "--topic", "t", "--partition", "p0"],
+     "argument --partition: invalid int value: 'p0'"),
+    (["consume"], "the following arguments are required: --topic"),
+    (["consume", "--topic", "t", "--isolation-level", "dirty"],
+     "argument --isolation-level: invalid choice: 'dirty'"),
+    (["consume", "--topic", "t", "--max-messages", "all"],
+     "argument --max-messages: invalid int value: 'all'"),
+    (["offsets"], "the following arguments are required: --topic"),
+    (["groups"], "the following arguments are required: ACTION"),
+    (["groups", "describe"], "the following arguments are required: --group"),
+    (["groups", "delete"], "the following arguments are required: --group"),
+    (["groups", "reset-offsets", "--group", "g", "--all-topics"],
+     "one of the arguments --to-earliest --to-latest --to-current --to-offset --to-datetime "
+     "--shift-by is required"),
+    (["groups", "reset-offsets", "--group", "g", "--to-earliest"],
+     "one of the arguments --topic --all-topics is required"),
+    (["groups", "reset-offsets", "--group", "g", "--all-topics", "--to-earliest", "--to-latest"],
+     "argument --to-latest: not allowed with argument --to-earliest"),
+    (["groups", "reset-offsets", "--group", "g", "--topic", "t", "--all-topics", "--to-earliest"],
+     "argument --all-topics: not allowed with argument --topic"),
+    (["groups", "reset-offsets", "--group", "g", "--all-topics", "--to-earliest", "--dry-run",
+      "--execute"], "argument --execute: not allowed with argument --dry-run"),
+    (["groups", "reset-offsets", "--group", "g", "--all-topics", "--to-offset", "ten"],
+     "argument --to-offset: invalid int value: 'ten'"),
+    (["perf"], "the following arguments are required: ACTION"),
+    (["perf", "produce", "--topic", "t", "--num-records", "10"],
+     "the following arguments are required: --record-size"),
+    (["perf", "consume", "--topic", "t"], "the following arguments are required: --messages"),
+    (["dump-log"], "the following arguments are required: FILE"),
+    (["server", "--port", "abc"], "argument --port: invalid int value: 'abc'"),
+]
+
+# (command line, its one stderr line): checks made before a client exists, exit code 1
+CHECKED = [
+    (["topics", "list", "--command-property", "novalue"],
+     "Error: --command-property expects KEY=VALUE, got 'novalue'"),
+    (["topics", "list", "--command-property", "=v"],
+     "Error: --command-property expects KEY=VALUE, got '=v'"),
+    (["topics", "alter", "--topic", "t"],
+     "Error: topics alter needs --partitions N or --config KEY=VALUE"),
+    (["topics", "create", "--topic", "t", "--config", "novalue"],
+     "Error: --config expects KEY=VALUE, got 'novalue'"),
+    (["topics", "alter", "--topic", "t", "--config", "x"],
+     "Error: --config expects KEY=VALUE, got 'x'"),
+    (["produce", "--topic", "t", "--header", "nokv"],
+     "Error: --header expects KEY=VALUE, got 'nokv'"),
+    (["produce", "--topic", "t", "--producer-property", "x"],
+     "Error: --producer-property expects KEY=VALUE, got 'x'"),
+    (["consume", "--topic", "t", "--offset", "5"], "Error: --offset needs --partition"),
+    (["consume", "--topic", "t", "--partition", "0", "--group", "g"],
+     "Error: --partition cannot be used with --group"),
+    (["consume", "--topic", "t", "--consumer-property", "bad"],
+     "Error: --consumer-property expects KEY=VALUE, got 'bad'"),
+    (["offsets", "--topic", "t", "--time", "yesterday"],
+     "Error: --time must be -1, -2, -3 or a timestamp in ms, got 'yesterday'"),
+    (["offsets", "--topic", "t", "--partitions", "a,b"], "Error: --partitions: bad list 'a,b'"),
+    (["perf", "produce", "--topic", "t", "--num-records", "0", "--record-size", "10"],
+     "Error: --num-records must be > 0 and --record-size >= 0"),
+    (["perf", "produce", "--topic", "t", "--num-records", "10", "--record-size", "-1"],
+     "Error: --num-records must be > 0 and --record-size >= 0"),
+]
+
 
 def parse(*argv: str) -> argparse.Namespace:
     return build_parser().parse_args(list(argv))
+
+
+def check_parsed(argv: list[str], **want: object) -> None:
+    """``argv`` parses, and the attributes named in ``want`` hold exactly those values."""
+    got = vars(parse(*argv))
+    assert {k: got[k] for k in want} == want
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int | str | None, str, str]:
@@ -49,13 +130,6 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int | str | Non
         status = e.code
     out, err = capsys.readouterr()
     return status, out, err
-
-
-def usage_error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
-    """The last stderr line of a command line argparse rejects (exit code 2)."""
-    status, _, err = run(capsys, *argv)
-    assert status == 2, err
-    return err.strip().splitlines()[-1]
 
 
 def cli_error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
@@ -89,16 +163,23 @@ def test_help_goes_to_stdout_and_exits_0(capsys, argv):
     assert out.startswith(f"usage: {' '.join(['sparklog', *argv[:-1]])}")
 
 
-def test_unknown_command_and_flag(capsys):
-    assert "argument COMMAND: invalid choice: 'nosuch'" in usage_error(capsys, "nosuch")
-    assert "unrecognized arguments: --bogus" in usage_error(capsys, "groups", "list", "--bogus")
+@pytest.mark.parametrize("argv,message", REJECTED, ids=[" ".join(a) for a, _ in REJECTED])
+def test_argparse_rejects_with_exit_2(capsys, argv, message):
+    status, out, err = run(capsys, *argv)
+    assert status == 2 and out == ""
+    lines = err.strip().splitlines()
+    assert lines[0].startswith("usage: sparklog")
+    assert lines[-1].startswith("sparklog") and message in lines[-1], err
 
 
-def test_log_level(capsys):
-    assert parse("topics", "list").log_level == "INFO"
-    assert parse("--log-level", "DEBUG", "topics", "list").log_level == "DEBUG"
-    assert "argument --log-level: invalid choice: 'LOUD'" in usage_error(
-        capsys, "--log-level", "LOUD", "topics", "list")
+@pytest.mark.parametrize("argv,line", CHECKED, ids=[" ".join(a) for a, _ in CHECKED])
+def test_checks_before_connecting_exit_1(capsys, argv, line):
+    assert cli_error(capsys, *argv) == line
+
+
+def test_log_level():
+    check_parsed(["topics", "list"], log_level="INFO")
+    check_parsed(["--log-level", "DEBUG", "topics", "list"], log_level="DEBUG")
 
 
 # --------------------------------------------------------------------------- client options
@@ -106,12 +187,12 @@ def test_log_level(capsys):
 
 @pytest.mark.parametrize("argv", CLIENT_COMMANDS, ids=" ".join)
 def test_client_commands_share_the_connection_flags(argv):
-    args = parse(*argv)
-    assert args.bootstrap_server == DEFAULT_BOOTSTRAP == "127.0.0.1:9092"
-    assert args.command_config is None and args.command_property == [] and not args.verbose
-    assert callable(args.func)
-    args = parse(*argv, "--bootstrap-server", "h:1", "--verbose")
-    assert args.bootstrap_server == "h:1" and args.verbose
+    assert DEFAULT_BOOTSTRAP == "127.0.0.1:9092"
+    check_parsed(argv, bootstrap_server=DEFAULT_BOOTSTRAP, command_config=None,
+                 command_property=[], verbose=False)
+    assert callable(parse(*argv).func)
+    check_parsed([*argv, "--bootstrap-server", "h:1", "--verbose"], bootstrap_server="h:1",
+                 verbose=True)
 
 
 def test_client_properties_file_then_flags_then_command_settings(tmp_path):
@@ -131,192 +212,91 @@ def test_client_properties_file_then_flags_then_command_settings(tmp_path):
         "request.timeout.ms": 30000}
 
 
-def test_bad_client_properties_fail_before_connecting(capsys, tmp_path):
+def test_unreadable_client_properties_file_fails_before_connecting(capsys, tmp_path):
     missing = tmp_path / "missing.properties"
     assert cli_error(capsys, "topics", "list", "--command-config", str(missing)).startswith(
         "Error: cannot read --command-config: [Errno 2] No such file or directory")
-    assert cli_error(capsys, "topics", "list", "--command-property", "novalue") == \
-        "Error: --command-property expects KEY=VALUE, got 'novalue'"
-    assert cli_error(capsys, "topics", "list", "--command-property", "=v") == \
-        "Error: --command-property expects KEY=VALUE, got '=v'"
 
 
-# --------------------------------------------------------------------------- topics
+# --------------------------------------------------------------------------- per command
 
 
-def test_topics_flags(capsys):
-    assert "the following arguments are required: ACTION" in usage_error(capsys, "topics")
-    assert "required: --topic" in usage_error(capsys, "topics", "create")
-    args = parse("topics", "create", "--topic", "t")
-    assert (args.topics_action, args.topic, args.partitions, args.replication_factor,
-            args.config, args.if_not_exists) == ("create", "t", None, None, [], False)
-    args = parse("topics", "create", "--topic", "t", "--partitions", "3",
-                 "--replication-factor", "1", "--config", "a=1", "b=2", "--config", "c=3",
-                 "--if-not-exists")
-    assert (args.partitions, args.replication_factor, args.config, args.if_not_exists) == \
-        (3, 1, ["a=1", "b=2", "c=3"], True)
-    assert "argument --partitions: invalid int value: 'x'" in usage_error(
-        capsys, "topics", "create", "--topic", "t", "--partitions", "x")
-    assert not parse("topics", "list").exclude_internal
-    assert parse("topics", "describe").topic is None
-    args = parse("topics", "alter", "--topic", "t", "--delete-config", "a", "b")
-    assert (args.partitions, args.config, args.delete_config) == (None, [], ["a", "b"])
-    assert not parse("topics", "delete", "--topic", "t").if_exists
+def test_topics_flags():
+    check_parsed(["topics", "create", "--topic", "t"], topics_action="create", topic="t",
+                 partitions=None, replication_factor=None, config=[], if_not_exists=False)
+    check_parsed(["topics", "create", "--topic", "t", "--partitions", "3",
+                  "--replication-factor", "1", "--config", "a=1", "b=2", "--config", "c=3",
+                  "--if-not-exists"],
+                 partitions=3, replication_factor=1, config=["a=1", "b=2", "c=3"],
+                 if_not_exists=True)
+    check_parsed(["topics", "list"], exclude_internal=False)
+    check_parsed(["topics", "describe"], topic=None, exclude_internal=False)
+    check_parsed(["topics", "alter", "--topic", "t", "--delete-config", "a", "b"],
+                 partitions=None, config=[], delete_config=["a", "b"])
+    check_parsed(["topics", "delete", "--topic", "t"], if_exists=False)
 
 
-def test_topics_checks_before_connecting(capsys):
-    assert cli_error(capsys, "topics", "alter", "--topic", "t") == \
-        "Error: topics alter needs --partitions N or --config KEY=VALUE"
-    assert cli_error(capsys, "topics", "create", "--topic", "t", "--config", "novalue") == \
-        "Error: --config expects KEY=VALUE, got 'novalue'"
-    assert cli_error(capsys, "topics", "alter", "--topic", "t", "--config", "x") == \
-        "Error: --config expects KEY=VALUE, got 'x'"
-
-
-# --------------------------------------------------------------------------- produce / consume
-
-
-def test_produce_flags(capsys):
-    assert "required: --topic" in usage_error(capsys, "produce")
-    args = parse("produce", "--topic", "t")
-    assert (args.key_separator, args.acks, args.compression, args.header, args.partition,
-            args.linger_ms, args.producer_property) == (None, "all", "none", [], None, 5, [])
-    args = parse("produce", "--topic", "t", "--key-separator", ":", "--acks", "0",
-                 "--compression", "zstd", "--header", "a=1", "--header", "b=", "--partition",
-                 "2", "--linger-ms", "0", "--producer-property", "batch.size=1")
-    assert (args.key_separator, args.acks, args.compression, args.header, args.partition,
-            args.linger_ms, args.producer_property) == \
-        (":", "0", "zstd", ["a=1", "b="], 2, 0, ["batch.size=1"])
+def test_produce_flags():
+    check_parsed(["produce", "--topic", "t"], key_separator=None, acks="all", compression="none",
+                 header=[], partition=None, linger_ms=5, producer_property=[])
+    check_parsed(["produce", "--topic", "t", "--key-separator", ":", "--acks", "0",
+                  "--compression", "zstd", "--header", "a=1", "--header", "b=", "--partition",
+                  "2", "--linger-ms", "0", "--producer-property", "batch.size=1"],
+                 key_separator=":", acks="0", compression="zstd", header=["a=1", "b="],
+                 partition=2, linger_ms=0, producer_property=["batch.size=1"])
     for acks in ("all", "-1", "0", "1"):
-        assert parse("produce", "--topic", "t", "--acks", acks).acks == acks
-    assert "argument --acks: invalid choice: '2'" in usage_error(
-        capsys, "produce", "--topic", "t", "--acks", "2")
-    assert "argument --compression: invalid choice: 'brotli'" in usage_error(
-        capsys, "produce", "--topic", "t", "--compression", "brotli")
-    assert "argument --partition: invalid int value: 'p0'" in usage_error(
-        capsys, "produce", "--topic", "t", "--partition", "p0")
+        check_parsed(["produce", "--topic", "t", "--acks", acks], acks=acks)
 
 
-def test_produce_checks_before_connecting(capsys):
-    assert cli_error(capsys, "produce", "--topic", "t", "--header", "nokv") == \
-        "Error: --header expects KEY=VALUE, got 'nokv'"
-    assert cli_error(capsys, "produce", "--topic", "t", "--producer-property", "x") == \
-        "Error: --producer-property expects KEY=VALUE, got 'x'"
+def test_consume_flags():
+    printing = ("print_key", "print_offset", "print_partition", "print_timestamp",
+                "print_headers")
+    check_parsed(["consume", "--topic", "t"], from_beginning=False, group=None, partition=None,
+                 offset=None, max_messages=None, timeout_ms=None, key_separator="\t", json=False,
+                 isolation_level="read_uncommitted", consumer_property=[],
+                 **dict.fromkeys(printing, False))
+    check_parsed(["consume", "--topic", "t", "--from-beginning", "--partition", "1", "--offset",
+                  "earliest", "--max-messages", "3", "--timeout-ms", "100", "--print-key",
+                  "--print-offset", "--print-partition", "--print-timestamp", "--print-headers",
+                  "--key-separator", "|", "--json", "--isolation-level", "read_committed",
+                  "--consumer-property", "fetch.max.bytes=1"],
+                 from_beginning=True, partition=1, offset="earliest", max_messages=3,
+                 timeout_ms=100, key_separator="|", json=True, isolation_level="read_committed",
+                 consumer_property=["fetch.max.bytes=1"], **dict.fromkeys(printing, True))
+    check_parsed(["consume", "--topic", "t", "--group", "g"], group="g")
 
 
-def test_consume_flags(capsys):
-    assert "required: --topic" in usage_error(capsys, "consume")
-    args = parse("consume", "--topic", "t")
-    assert (args.from_beginning, args.group, args.partition, args.offset, args.max_messages,
-            args.timeout_ms, args.key_separator, args.json, args.isolation_level,
-            args.consumer_property) == \
-        (False, None, None, None, None, None, "\t", False, "read_uncommitted", [])
-    assert not any((args.print_key, args.print_offset, args.print_partition,
-                    args.print_timestamp, args.print_headers))
-    args = parse("consume", "--topic", "t", "--from-beginning", "--partition", "1", "--offset",
-                 "earliest", "--max-messages", "3", "--timeout-ms", "100", "--print-key",
-                 "--print-offset", "--print-partition", "--print-timestamp", "--print-headers",
-                 "--key-separator", "|", "--json", "--isolation-level", "read_committed",
-                 "--consumer-property", "fetch.max.bytes=1")
-    assert (args.from_beginning, args.partition, args.offset, args.max_messages,
-            args.timeout_ms, args.key_separator, args.json, args.isolation_level,
-            args.consumer_property) == \
-        (True, 1, "earliest", 3, 100, "|", True, "read_committed", ["fetch.max.bytes=1"])
-    assert all((args.print_key, args.print_offset, args.print_partition, args.print_timestamp,
-                args.print_headers))
-    assert "argument --isolation-level: invalid choice: 'dirty'" in usage_error(
-        capsys, "consume", "--topic", "t", "--isolation-level", "dirty")
-    assert "argument --max-messages: invalid int value: 'all'" in usage_error(
-        capsys, "consume", "--topic", "t", "--max-messages", "all")
+def test_offsets_flags():
+    check_parsed(["offsets", "--topic", "t.*"], topic="t.*", partitions=None, time="-1")
+    check_parsed(["offsets", "--topic", "t", "--partitions", "0,2", "--time", "earliest"],
+                 partitions="0,2", time="earliest")
 
 
-def test_consume_checks_before_connecting(capsys):
-    assert cli_error(capsys, "consume", "--topic", "t", "--offset", "5") == \
-        "Error: --offset needs --partition"
-    assert cli_error(capsys, "consume", "--topic", "t", "--partition", "0", "--group", "g") == \
-        "Error: --partition cannot be used with --group"
-    assert cli_error(capsys, "consume", "--topic", "t", "--consumer-property", "bad") == \
-        "Error: --consumer-property expects KEY=VALUE, got 'bad'"
+def test_groups_flags():
+    check_parsed(["groups", "list"], groups_action="list", state=False)
+    check_parsed(["groups", "reset-offsets", "--group", "g", "--topic", "a", "--topic", "b:0,1",
+                  "--shift-by", "-2"],
+                 topic=["a", "b:0,1"], all_topics=False, shift_by=-2, to_offset=None,
+                 to_datetime=None, to_earliest=False, to_latest=False, to_current=False,
+                 dry_run=False, execute=False)
+    check_parsed(["groups", "reset-offsets", "--group", "g", "--all-topics", "--to-offset", "5",
+                  "--execute"], topic=None, all_topics=True, to_offset=5, execute=True)
 
 
-# --------------------------------------------------------------------------- offsets / groups
-
-
-def test_offsets_flags_and_checks(capsys):
-    assert "required: --topic" in usage_error(capsys, "offsets")
-    args = parse("offsets", "--topic", "t.*")
-    assert (args.topic, args.partitions, args.time) == ("t.*", None, "-1")
-    assert cli_error(capsys, "offsets", "--topic", "t", "--time", "yesterday") == \
-        "Error: --time must be -1, -2, -3 or a timestamp in ms, got 'yesterday'"
-    assert cli_error(capsys, "offsets", "--topic", "t", "--partitions", "a,b") == \
-        "Error: --partitions: bad list 'a,b'"
-
-
-def test_groups_flags(capsys):
-    assert "the following arguments are required: ACTION" in usage_error(capsys, "groups")
-    assert not parse("groups", "list").state
-    assert "required: --group" in usage_error(capsys, "groups", "describe")
-    assert "required: --group" in usage_error(capsys, "groups", "delete")
-    args = parse("groups", "reset-offsets", "--group", "g", "--topic", "a", "--topic", "b:0,1",
-                 "--shift-by", "-2")
-    assert (args.topic, args.all_topics, args.shift_by, args.to_offset, args.to_datetime) == \
-        (["a", "b:0,1"], False, -2, None, None)
-    assert not any((args.to_earliest, args.to_latest, args.to_current, args.dry_run,
-                    args.execute))
-    args = parse("groups", "reset-offsets", "--group", "g", "--all-topics", "--to-offset", "5",
-                 "--execute")
-    assert (args.topic, args.all_topics, args.to_offset, args.execute) == (None, True, 5, True)
-
-
-@pytest.mark.parametrize("extra,message", [
-    (["--all-topics"], "one of the arguments --to-earliest --to-latest --to-current "
-                       "--to-offset --to-datetime --shift-by is required"),
-    (["--to-earliest"], "one of the arguments --topic --all-topics is required"),
-    (["--all-topics", "--to-earliest", "--to-latest"],
-     "argument --to-latest: not allowed with argument --to-earliest"),
-    (["--topic", "t", "--all-topics", "--to-earliest"],
-     "argument --all-topics: not allowed with argument --topic"),
-    (["--all-topics", "--to-earliest", "--dry-run", "--execute"],
-     "argument --execute: not allowed with argument --dry-run"),
-    (["--all-topics", "--to-offset", "ten"], "argument --to-offset: invalid int value: 'ten'"),
-], ids=["no-method", "no-target", "two-methods", "two-targets", "dry-run-and-execute",
-        "bad-offset"])
-def test_groups_reset_offsets_rejects(capsys, extra, message):
-    assert message in usage_error(capsys, "groups", "reset-offsets", "--group", "g", *extra)
-
-
-# --------------------------------------------------------------------------- perf
-
-
-def test_perf_flags_and_checks(capsys):
-    assert "the following arguments are required: ACTION" in usage_error(capsys, "perf")
-    assert "required: --record-size" in usage_error(
-        capsys, "perf", "produce", "--topic", "t", "--num-records", "10")
-    assert "required: --messages" in usage_error(capsys, "perf", "consume", "--topic", "t")
-    args = parse("perf", "produce", "--topic", "t", "--num-records", "10", "--record-size", "5")
-    assert (args.num_records, args.record_size, args.throughput, args.acks, args.compression,
-            args.producer_props, args.arrow, args.arrow_chunk) == \
-        (10, 5, -1, "1", "none", [], False, 100_000)
-    assert parse("perf", "produce", "--topic", "t", "--num-records", "1", "--record-size", "1",
-                 "--throughput", "2.5", "--producer-props", "a=1", "b=2").producer_props == \
-        ["a=1", "b=2"]
-    args = parse("perf", "consume", "--topic", "t", "--messages", "7")
-    assert (args.messages, args.timeout_ms, args.per_record, args.from_latest) == \
-        (7, 10000, False, False)
-    for n, size in (("0", "10"), ("10", "-1")):
-        assert cli_error(capsys, "perf", "produce", "--topic", "t", "--num-records", n,
-                         "--record-size", size) == \
-            "Error: --num-records must be > 0 and --record-size >= 0"
-
-
-# --------------------------------------------------------------------------- dump-log
+def test_perf_flags():
+    check_parsed(["perf", "produce", "--topic", "t", "--num-records", "10", "--record-size", "5"],
+                 perf_action="produce", num_records=10, record_size=5, throughput=-1, acks="1",
+                 compression="none", producer_props=[], arrow=False, arrow_chunk=100_000)
+    check_parsed(["perf", "produce", "--topic", "t", "--num-records", "1", "--record-size", "1",
+                  "--throughput", "2.5", "--producer-props", "a=1", "b=2", "--arrow"],
+                 throughput=2.5, producer_props=["a=1", "b=2"], arrow=True)
+    check_parsed(["perf", "consume", "--topic", "t", "--messages", "7"], perf_action="consume",
+                 messages=7, timeout_ms=10000, per_record=False, from_latest=False)
 
 
 def test_dump_log_flags(capsys, tmp_path):
-    assert "the following arguments are required: FILE" in usage_error(capsys, "dump-log")
-    args = parse("dump-log", "a.log", "b.index")
-    assert (args.files, args.print_data, args.deep_iteration, args.verbose) == \
-        (["a.log", "b.index"], False, False, False)
+    check_parsed(["dump-log", "a.log", "b.index"], files=["a.log", "b.index"], print_data=False,
+                 deep_iteration=False, verbose=False)
     missing = tmp_path / "00000000000000000000.log"
     assert cli_error(capsys, "dump-log", str(missing)) == f"Error: {missing}: no such file"
 
@@ -338,19 +318,11 @@ def test_dump_log_depth_follows_the_flags(capsys, tmp_path):
     assert "key: x2" in data[-1]
 
 
-# --------------------------------------------------------------------------- server
-
-
-def test_server_flags(capsys):
-    args = parse("server")
-    assert (args.data_dir, args.host, args.port, args.config, args.set) == \
-        (None, None, None, None, [])
-    args = parse("server", "--data-dir", "d", "--host", "0.0.0.0", "--port", "1",
-                 "--config", "c", "--set", "a=1", "--set", "b=2")
-    assert (args.data_dir, args.host, args.port, args.config, args.set) == \
-        ("d", "0.0.0.0", 1, "c", ["a=1", "b=2"])
-    assert "argument --port: invalid int value: 'abc'" in usage_error(
-        capsys, "server", "--port", "abc")
+def test_server_flags():
+    check_parsed(["server"], data_dir=None, host=None, port=None, config=None, set=[])
+    check_parsed(["server", "--data-dir", "d", "--host", "0.0.0.0", "--port", "1", "--config",
+                  "c", "--set", "a=1", "--set", "b=2"],
+                 data_dir="d", host="0.0.0.0", port=1, config="c", set=["a=1", "b=2"])
 
 
 def test_server_rejects_a_bad_configuration_without_starting(capsys, tmp_path):
@@ -358,7 +330,7 @@ def test_server_rejects_a_bad_configuration_without_starting(capsys, tmp_path):
     assert status == 2
     assert err.startswith("sparklog server: invalid configuration: [Errno 2]")
     status, _, err = run(capsys, "server", "--set", "num.partitions=abc", "--data-dir",
-                      str(tmp_path / "d"))
+                         str(tmp_path / "d"))
     assert status == 2 and err.startswith(
         "sparklog server: invalid configuration: invalid value 'abc' for num.partitions")
     # a --set without '=' ends the process with its message (exit status 1)

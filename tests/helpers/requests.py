@@ -25,10 +25,11 @@ def produce_request(topic: str, partition: int, records: bytes, *, acks: int = -
 
 def fetch_request(topic: str, offsets: Iterable[tuple[int, int]], *, max_wait_ms: int = 0,
                   min_bytes: int = 1, max_bytes: int = 1 << 20,
-                  partition_max_bytes: int = 1 << 20) -> TopLevel:
-    """Fetch from each ``(partition, offset)`` of ``topic``, as a consumer (replica id -1)."""
+                  partition_max_bytes: int = 1 << 20, replica_id: int = -1) -> TopLevel:
+    """Fetch from each ``(partition, offset)`` of ``topic``, as a consumer (replica id -1)
+    or as the follower ``replica_id``."""
     return FetchRequest(
-        replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes,
+        replica_id=replica_id, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes,
         isolation_level=0, session_id=0, session_epoch=-1, topics=[FetchRequest.FetchTopic(
             topic=topic, partitions=[FetchRequest.FetchPartition(
                 partition=p, fetch_offset=o, partition_max_bytes=partition_max_bytes)

@@ -92,14 +92,10 @@ def test_max_bytes_limits_and_first_batch_always_returned(cluster, kafka_wire):
         for b in batches:
             assert w.call(0, 7, produce_request("fp-limits", p, b, acks=1)).responses[0] \
                 .partition_responses[0].error_code == 0
-    cls = API_BY_KEY[1].request
 
     def fetch(max_bytes, pmax):
-        req = cls(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=max_bytes,
-                  isolation_level=0, session_id=0, session_epoch=-1, topics=[cls.FetchTopic(
-                      topic="fp-limits", partitions=[cls.FetchPartition(
-                          partition=p, fetch_offset=0, partition_max_bytes=pmax)
-                          for p in (0, 1)])], forgotten_topics_data=[], rack_id="")
+        req = fetch_request("fp-limits", [(0, 0), (1, 0)], max_bytes=max_bytes,
+                            partition_max_bytes=pmax)
         parts = w.call(1, 11, req).responses[0].partitions
         return [len(list(iter_batch_views(bytes(p.records)))) for p in parts]
 
@@ -157,14 +153,9 @@ def test_high_watermark_waits_for_the_isr(cluster, kafka_wire):
         t.start()
         time.sleep(0.3)
         assert "resp" not in result  # acks=all is waiting for the follower
-        cls = API_BY_KEY[1].request
 
         def fetch(replica_id, offset):
-            req = cls(replica_id=replica_id, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20,
-                      isolation_level=0, session_id=0, session_epoch=-1, topics=[cls.FetchTopic(
-                          topic="repl", partitions=[cls.FetchPartition(
-                              partition=0, fetch_offset=offset, partition_max_bytes=1 << 20)])],
-                      forgotten_topics_data=[], rack_id="")
+            req = fetch_request("repl", [(0, offset)], replica_id=replica_id)
             return (follower if replica_id >= 0 else consumer).call(1, 11, req).responses[0].partitions[0]
 
         seen = fetch(-1, 0)

@@ -957,9 +957,12 @@ class Consumer:
             self._join_future.cancel()
             self._join_future = None
         try:
-            if self._subscription and self._generation >= 0:
-                self._maybe_auto_commit(force=True)
-                self._revoke(list(self._assignment))
+            if self._subscription:
+                if self._generation >= 0:
+                    self._maybe_auto_commit(force=True)
+                    self._revoke(list(self._assignment))
+                # mid-join too: the coordinator has known the member id since the first
+                # JoinGroup, and would keep it until the session times out
                 self._run(self._leave_group(), timeout_ms=5000)
             elif self.group_id and self.enable_auto_commit and self._assignment:
                 self._maybe_auto_commit(force=True)

@@ -120,6 +120,7 @@ class GroupDescription:
     protocol: str
     members: list[MemberDescription]
     error: int = 0
+    coordinator: BrokerMetadata | None = None  # the broker that answered DescribeGroups
 
 
 @dataclass
@@ -379,8 +380,9 @@ class AdminClient:
                         members.append(MemberDescription(m.member_id, m.client_id,
                                                          m.client_host, tps,
                                                          getattr(m, "group_instance_id", None)))
-                    out.append(GroupDescription(d.group_id, d.group_state, d.protocol_type,
-                                                d.protocol_data, members))
+                    out.append(GroupDescription(
+                        d.group_id, d.group_state, d.protocol_type, d.protocol_data, members,
+                        coordinator=BrokerMetadata(conn.node_id, conn.host, conn.port)))
             return out
 
         return self._run(go())

@@ -105,6 +105,7 @@ class LogManager:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._shut_down = False
+        self._new_dirs: set[str] = set()  # no meta.properties yet: nothing to recover
         for d in self.log_dirs:
             os.makedirs(d, exist_ok=True)
             self._check_meta_properties(d)
@@ -115,6 +116,7 @@ class LogManager:
         path = os.path.join(d, META_PROPERTIES)
         props = read_meta_properties(path)
         if props is None:
+            self._new_dirs.add(d)
             props = {"version": "1",
                      "directory.id": topic_id_to_str(uuid.uuid4().bytes)}
             if self.cluster_id is not None:
@@ -164,9 +166,10 @@ class LogManager:
                 self._log_dir_of[tp] = d
             if clean:
                 os.remove(marker)
-            log.info("loaded %d logs from %s in %.0f ms (clean shutdown: %s)",
+            log.info("loaded %d logs from %s in %.0f ms (%s)",
                      sum(1 for v in self._log_dir_of.values() if v == d), d,
-                     (time.monotonic() - t0) * 1000, clean)
+                     (time.monotonic() - t0) * 1000,
+                     "new log directory" if d in self._new_dirs else f"clean shutdown: {clean}")
 
     def _config_for(self, topic: str) -> LogConfig:
         return self.topic_configs.get(topic, self.default_config)

@@ -33,6 +33,7 @@ from sparklog.protocol.errors import (
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
+from sparklog.storage.checkpoints import topic_id_to_str
 
 log = logging.getLogger(__name__)
 
@@ -222,7 +223,7 @@ class Controller:
         records = [info.to_record()] + [pi.to_record() for pi in info.partitions.values()]
         self._commit(records)
         log.info("created topic %s (%d partitions, id %s)", name, len(replica_lists),
-                 info.topic_id.hex())
+                 topic_id_to_str(info.topic_id))
         return self.image.topics[name]
 
     def delete_topic(self, name: str) -> TopicInfo:

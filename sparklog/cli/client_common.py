@@ -1,48 +1,45 @@
-"""What every client subcommand shares: ``--bootstrap-server``, client properties, and the
-error contract (one line on stderr and exit code 1; a traceback only with ``--verbose``)."""
+"""What every client subcommand shares: ``--bootstrap-server``, client properties,
+``--verbose``, and the client configuration built from them."""
 
 from __future__ import annotations
 
 import argparse
-import sys
-import traceback
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
-__all__ = ["add_common", "client_config", "wrap", "parse_kv", "CliError"]
+from sparklog.cli.arguments import bootstrap_servers, key_value
+from sparklog.cli.errors import CliError
+
+if TYPE_CHECKING:
+    from sparklog.client import AdminClient
+
+__all__ = ["add_common", "add_verbose", "client_config", "admin_client"]
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
 
-class CliError(Exception):
-    """A user-facing error: printed as is."""
+def add_verbose(p: argparse.ArgumentParser, more: str = "") -> None:
+    p.add_argument("--verbose", action="store_true",
+                   help=f"{more}show the traceback of an error")
 
 
-def add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT",
-                   help=f"broker(s) to connect to (default {DEFAULT_BOOTSTRAP})")
+def add_common(p: argparse.ArgumentParser, verbose_help: str = "") -> None:
+    p.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP, type=bootstrap_servers,
+                   metavar="HOST:PORT",
+                   help=f"broker(s) to connect to, comma-separated (default {DEFAULT_BOOTSTRAP})")
     p.add_argument("--command-config", default=None, metavar="FILE",
                    help="client properties file (Kafka key names)")
-    p.add_argument("--command-property", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
-                   help="one client property (repeatable)")
-    p.add_argument("--verbose", action="store_true", help="show tracebacks on errors")
+    p.add_argument("--command-property", action="extend", nargs="+", default=[],
+                   type=key_value, metavar="KEY=VALUE", help="one client property (repeatable)")
+    add_verbose(p, verbose_help)
 
 
-def parse_kv(items: list[str], what: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for item in items or []:
-        k, sep, v = item.partition("=")
-        if not sep or not k.strip():
-            raise CliError(f"{what} expects KEY=VALUE, got {item!r}")
-        out[k.strip()] = v
-    return out
-
-
-def client_config(args: argparse.Namespace, **extra: Any) -> dict[str, Any]:
-    conf: dict[str, Any] = {"bootstrap.servers": args.bootstrap_server,
-                            "client.id": "sparklog-cli",
-                            "request.timeout.ms": 30000}
-    if getattr(args, "command_config", None):
+def client_config(args: argparse.Namespace, **extra: str | int | None) -> dict[str, str | int]:
+    """Kafka client properties: the CLI's defaults < ``--command-config`` <
+    ``--command-property`` < ``extra`` (the command's own options; None = not given)."""
+    conf: dict[str, str | int] = {"bootstrap.servers": args.bootstrap_server,
+                                  "client.id": "sparklog-cli",
+                                  "request.timeout.ms": 30000}
+    if args.command_config:
         try:
             with open(args.command_config, encoding="utf-8") as fh:
                 for line in fh:
@@ -53,37 +50,13 @@ def client_config(args: argparse.Namespace, **extra: Any) -> dict[str, Any]:
                     conf[k.strip()] = v.strip()
         except OSError as e:
             raise CliError(f"cannot read --command-config: {e}") from None
-    conf.update(parse_kv(getattr(args, "command_property", []), "--command-property"))
+    conf.update(args.command_property)
     conf.update({k: v for k, v in extra.items() if v is not None})
     return conf
 
 
-def admin_client(args: argparse.Namespace) -> Any:  # noqa: ANN401 - sparklog.client.AdminClient
+def admin_client(args: argparse.Namespace) -> AdminClient:
     """An AdminClient for the CLI's connection options; use it in a ``with`` block."""
     from sparklog.client import AdminClient
 
     return AdminClient(client_config(args))
-
-
-def wrap(fn: Callable[[argparse.Namespace], int | None]) -> Callable[[argparse.Namespace], int]:
-    """The subcommand's ``func``: turns every failure into one line on stderr + exit 1."""
-
-    def run(args: argparse.Namespace) -> int:
-        try:
-            return int(fn(args) or 0)
-        except KeyboardInterrupt:
-            return 130
-        except BrokenPipeError:
-            return 0
-        except SystemExit:
-            raise
-        except BaseException as e:  # noqa: BLE001 - the CLI boundary
-            if getattr(args, "verbose", False):
-                traceback.print_exc()
-            msg = str(e) or type(e).__name__
-            if not isinstance(e, CliError):
-                msg = f"{type(e).__name__}: {msg}"
-            print(f"Error: {msg.splitlines()[0]}", file=sys.stderr)
-            return 1
-
-    return run

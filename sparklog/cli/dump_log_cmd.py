@@ -2,7 +2,8 @@
 
 Reads the file directly (no broker): one line per batch with offsets, producer fields, CRC
 validity; ``--print-data`` adds one ``|`` line per record with its payload. Also understands
-``.index`` and ``.timeindex`` files.
+``.index`` and ``.timeindex`` files: one line per entry, then how many there are (an
+active segment's index is often empty).
 """
 
 from __future__ import annotations
@@ -10,23 +11,28 @@ from __future__ import annotations
 import argparse
 import os
 import struct
+from collections.abc import Callable
 from typing import Any
 
-from sparklog.cli.client_common import CliError, wrap
+from sparklog.cli.client_common import add_verbose
+from sparklog.cli.errors import CliError, wrap
 
 __all__ = ["add_parser", "dump"]
 
 _CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+_INDEX_ENTRY = struct.Struct(">II")  # relative offset, position in the .log
+_TIME_INDEX_ENTRY = struct.Struct(">qI")  # max timestamp, relative offset
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser("dump-log", help="print the batches of a segment file",
                               description="Dump a .log/.index/.timeindex file (like "
                                           "kafka-dump-log.sh).")
-    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("files", nargs="+", metavar="FILE",
+                   help="segment files: NNN.log, NNN.index or NNN.timeindex")
     p.add_argument("--print-data", action="store_true", help="print every record and its payload")
     p.add_argument("--deep-iteration", action="store_true", help="print every record")
-    p.add_argument("--verbose", action="store_true")
+    add_verbose(p)
     p.set_defaults(func=wrap(_run))
     return p
 
@@ -57,9 +63,13 @@ def _show(b: bytes | None) -> str:
 
 def dump(path: str, *, deep: bool, data: bool) -> int:
     if path.endswith(".index"):
-        return _dump_index(path)
+        return _dump_entries(path, _INDEX_ENTRY,
+                             lambda base, rel, pos: f"offset: {base + rel} position: {pos}",
+                             "Index")
     if path.endswith(".timeindex"):
-        return _dump_timeindex(path)
+        return _dump_entries(path, _TIME_INDEX_ENTRY,
+                             lambda base, ts, rel: f"timestamp: {ts} offset: {base + rel}",
+                             "Time index")
     from sparklog.protocol.errors import SparklogError
     from sparklog.protocol.records import BatchView, decode_batch
 
@@ -119,25 +129,19 @@ def _is_commit(key: bytes | None) -> bool:
     return key is not None and len(key) >= 4 and struct.unpack(">hh", key[:4])[1] == 1
 
 
-def _dump_index(path: str) -> int:
+def _dump_entries(path: str, entry: struct.Struct, line: Callable[[int, int, int], str],
+                  what: str) -> int:
+    """An index file's entries, one ``line(base offset, field 1, field 2)`` each, then how
+    many there are."""
     base = _base_offset(path)
     with open(path, "rb") as fh:
         raw = fh.read()
-    for i in range(0, len(raw) - len(raw) % 8, 8):
-        rel, position = struct.unpack_from(">II", raw, i)
-        if i and rel == 0 and position == 0:
-            break  # preallocated, unused tail
-        print(f"offset: {base + rel} position: {position}")
-    return 0
-
-
-def _dump_timeindex(path: str) -> int:
-    base = _base_offset(path)
-    with open(path, "rb") as fh:
-        raw = fh.read()
-    for i in range(0, len(raw) - len(raw) % 12, 12):
-        ts, rel = struct.unpack_from(">qI", raw, i)
-        if i and ts == 0 and rel == 0:
-            break
-        print(f"timestamp: {ts} offset: {base + rel}")
+    n = 0
+    for i in range(0, len(raw) - len(raw) % entry.size, entry.size):
+        a, b = entry.unpack_from(raw, i)
+        if i and a == 0 and b == 0:
+            break  # preallocated, unused tail (Kafka's index files)
+        print(line(base, a, b))
+        n += 1
+    print(f"{what} entries: {n}")
     return 0

@@ -14,7 +14,10 @@ import pkgutil
 import sys
 from collections.abc import Sequence
 
+import sparklog
 import sparklog.cli as cli_pkg
+from sparklog.cli.arguments import CliParser
+from sparklog.cli.errors import INTERRUPTED_EXIT, USAGE_EXIT
 
 log = logging.getLogger(__name__)
 
@@ -27,10 +30,11 @@ def _command_modules() -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CliParser(
         prog="sparklog",
         description="Spark-native streaming storage speaking the Apache Kafka protocol.",
     )
+    parser.add_argument("--version", action="version", version=f"sparklog {sparklog.__version__}")
     parser.add_argument("--log-level", default="INFO",
                         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                         help="log level for messages on stderr (default INFO)")
@@ -58,11 +62,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     func = getattr(args, "func", None)
     if func is None:
         parser.print_help(sys.stderr)
-        return 2
+        return USAGE_EXIT
     try:
         return int(func(args) or 0)
     except KeyboardInterrupt:
-        return 130
+        return INTERRUPTED_EXIT
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ import argparse
 import re
 from typing import Any
 
-from sparklog.cli.client_common import CliError, add_common, admin_client, wrap
+from sparklog.cli.client_common import add_common, admin_client
+from sparklog.cli.errors import UsageError, no_such_topic, wrap
 
 __all__ = ["add_parser"]
 
@@ -18,7 +19,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                               description="Offsets per partition at a time (like GetOffsetShell).")
     add_common(p)
     p.add_argument("--topic", required=True, help="topic name (or a regular expression)")
-    p.add_argument("--partitions", default=None, help="comma-separated partition ids")
+    p.add_argument("--partitions", default=None,
+                   help="comma-separated partition ids (default: all)")
     p.add_argument("--time", default="-1",
                    help="-1/latest, -2/earliest, -3/max-timestamp, or a timestamp in ms")
     p.set_defaults(func=wrap(_run))
@@ -32,14 +34,14 @@ def _run(args: argparse.Namespace) -> int:
     try:
         spec = _NAMED[t] if t in _NAMED else int(t)
     except ValueError:
-        raise CliError(f"--time must be -1, -2, -3 or a timestamp in ms, got {args.time!r}") \
+        raise UsageError(f"--time must be -1, -2, -3 or a timestamp in ms, got {args.time!r}") \
             from None
     wanted = None
     if args.partitions:
         try:
             wanted = {int(x) for x in args.partitions.split(",") if x.strip()}
         except ValueError:
-            raise CliError(f"--partitions: bad list {args.partitions!r}") from None
+            raise UsageError(f"--partitions: bad list {args.partitions!r}") from None
     with admin_client(args) as admin:
         topics = admin.list_topics()
         if args.topic in topics:
@@ -51,7 +53,7 @@ def _run(args: argparse.Namespace) -> int:
                 rx = None
             names = sorted(n for n in topics if rx is not None and rx.fullmatch(n))
         if not names:
-            raise CliError(f"Topic '{args.topic}' does not exist")
+            raise no_such_topic(args.topic)
         tps = [TopicPartition(n, p) for n in names for p in sorted(topics[n].partitions)
                if wanted is None or p in wanted]
         res = admin.list_offsets({tp: spec for tp in tps})

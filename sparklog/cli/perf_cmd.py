@@ -1,27 +1,40 @@
 """``sparklog perf produce|consume``: load generators like Kafka's perf-test tools.
 
-Both print a progress line every 5 s and a final summary: records/s, MB/s and latency
-(avg, max, p50/p95/p99/p99.9 in ms). Producer latency is send -> acknowledgement, sampled
-on a subset of records so that measuring does not dominate the cost; consumer latency is
-end to end (receive time - record timestamp).
+``perf produce`` prints what kafka-producer-perf-test.sh prints: a progress line every 5 s
+and a final summary of records/s, MB/s and latency (avg, max, p50/p95/p99/p99.9 in ms), the
+latency being send -> acknowledgement, sampled on a subset of records so that measuring does
+not dominate the cost.
+
+``perf consume`` prints what kafka-consumer-perf-test.sh prints: a header naming every
+column and one line of results (``--show-detailed-stats``: one line per reporting interval
+instead, and no summary, so each figure appears once). Records are read by direct partition
+assignment, so ``rebalance.time.ms`` is 0 and ``fetch.time.ms`` is the whole run.
 """
 
 from __future__ import annotations
 
 import argparse
 import random
-import sys
 import time
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import numpy as np
 
-from sparklog.cli.client_common import CliError, add_common, client_config, parse_kv, wrap
+from sparklog.cli.arguments import key_value, topic_name
+from sparklog.cli.client_common import add_common, client_config
+from sparklog.cli.errors import CliError, UsageError, warn, wrap
 
-__all__ = ["add_parser", "summary_line"]
+__all__ = ["add_parser", "summary_line", "CONSUMER_COLUMNS", "CONSUMER_DETAILED_COLUMNS"]
 
 REPORT_INTERVAL_S = 5.0
 MB = 1024 * 1024
+# kafka-consumer-perf-test.sh's columns, in its order
+_CONSUMER_RATES = ["data.consumed.in.MB", "MB.sec", "data.consumed.in.nMsg", "nMsg.sec",
+                   "rebalance.time.ms", "fetch.time.ms", "fetch.MB.sec", "fetch.nMsg.sec"]
+CONSUMER_COLUMNS = ["start.time", "end.time", *_CONSUMER_RATES]
+CONSUMER_DETAILED_COLUMNS = ["time", "threadId", *_CONSUMER_RATES]
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -33,29 +46,39 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
     pp = sub.add_parser("produce", help="producer load test")
     add_common(pp)
-    pp.add_argument("--topic", required=True)
-    pp.add_argument("--num-records", type=int, required=True)
-    pp.add_argument("--record-size", type=int, required=True)
+    pp.add_argument("--topic", required=True, type=topic_name, help="topic to write to")
+    pp.add_argument("--num-records", type=int, required=True, help="records to send")
+    pp.add_argument("--record-size", type=int, required=True, help="bytes per record value")
     pp.add_argument("--throughput", type=float, default=-1,
                     help="max records/s (-1 = unthrottled)")
-    pp.add_argument("--acks", default="1", choices=["all", "-1", "0", "1"])
+    pp.add_argument("--acks", default="1", choices=["all", "-1", "0", "1"],
+                    help="acknowledgements to wait for (default 1: the leader's)")
     pp.add_argument("--compression", default="none",
-                    choices=["none", "gzip", "snappy", "lz4", "zstd"])
-    pp.add_argument("--producer-props", nargs="*", default=[], metavar="KEY=VALUE")
+                    choices=["none", "gzip", "snappy", "lz4", "zstd"],
+                    help="compression codec of the batches (default none)")
+    pp.add_argument("--producer-props", nargs="*", default=[], type=key_value,
+                    metavar="KEY=VALUE", help="producer config (Kafka key names)")
     pp.add_argument("--arrow", action="store_true",
                     help="use the bulk produce_arrow API (chunks of --arrow-chunk records)")
-    pp.add_argument("--arrow-chunk", type=int, default=100_000)
+    pp.add_argument("--arrow-chunk", type=int, default=100_000,
+                    help="records per produce_arrow call with --arrow (default 100000)")
     pp.set_defaults(func=wrap(_produce))
 
     pc = sub.add_parser("consume", help="consumer load test")
     add_common(pc)
-    pc.add_argument("--topic", required=True)
-    pc.add_argument("--messages", type=int, required=True)
-    pc.add_argument("--timeout-ms", type=int, default=10000,
-                    help="stop when no record arrived for this long")
+    pc.add_argument("--topic", required=True, type=topic_name, help="topic to read")
+    pc.add_argument("--messages", type=int, required=True, help="records to read")
+    pc.add_argument("--timeout-ms", "--timeout", type=int, default=10000, dest="timeout_ms",
+                    help="stop when no record arrived for this long (default 10000)")
     pc.add_argument("--per-record", action="store_true",
                     help="use Consumer.consume instead of the Arrow fetch path")
-    pc.add_argument("--from-latest", action="store_true")
+    pc.add_argument("--from-latest", action="store_true",
+                    help="start at the log end instead of the log start")
+    pc.add_argument("--show-detailed-stats", action="store_true",
+                    help="one line per --reporting-interval instead of one summary")
+    pc.add_argument("--reporting-interval", type=int, default=5000, metavar="MS",
+                    help="interval of the detailed stats (default 5000)")
+    pc.add_argument("--hide-header", action="store_true", help="print no column header")
     pc.set_defaults(func=wrap(_consume))
     return p
 
@@ -76,11 +99,11 @@ class _Stats:
             self.lat.append(arr)
             self.window_lat.extend(arr.tolist()[:10000])
 
-    def window(self, count: int, nbytes: int, force: bool = False) -> None:
+    def window(self, count: int, nbytes: int) -> None:
         self.window_count += count
         self.window_bytes += nbytes
         now = time.monotonic()
-        if not force and now - self.window_start < REPORT_INTERVAL_S:
+        if now - self.window_start < REPORT_INTERVAL_S:
             return
         dt = max(now - self.window_start, 1e-9)
         lat = self.window_lat
@@ -114,9 +137,9 @@ def _produce(args: argparse.Namespace) -> int:
     from sparklog.client import Producer
 
     if args.num_records <= 0 or args.record_size < 0:
-        raise CliError("--num-records must be > 0 and --record-size >= 0")
+        raise UsageError("--num-records must be > 0 and --record-size >= 0")
     conf = client_config(args, **{"acks": args.acks, "compression.type": args.compression})
-    conf.update(parse_kv(args.producer_props, "--producer-props"))
+    conf.update(args.producer_props)
     producer = Producer(conf)
     payload = _payload(args.record_size)
     n, topic = args.num_records, args.topic
@@ -174,7 +197,6 @@ def _produce(args: argparse.Namespace) -> int:
     if left:
         raise CliError(f"{left} records were not acknowledged")
     stats.add_latencies(lat[lat_reported:])
-    stats.window(n - acked_reported, (n - acked_reported) * len(payload), force=True)
     all_lat = np.concatenate(stats.lat) if stats.lat else np.zeros(0)
     print(summary_line(n, n * len(payload), elapsed, all_lat, "sent"), flush=True)
     return 0
@@ -188,42 +210,92 @@ def _throttle(rate: float, done: int, start: float) -> None:
         time.sleep(ahead)
 
 
+@dataclass
+class _ConsumerStats:
+    """kafka-consumer-perf-test.sh's figures: totals since the start, rates over the run (or,
+    for detailed stats, over the last interval)."""
+
+    start_wall: float  # time.time() of the start, for the printed dates
+    start: float  # time.monotonic() of the start
+    messages: int = 0
+    nbytes: int = 0
+    last_report: float = 0.0
+    last_messages: int = 0
+    last_bytes: int = 0
+
+    def add(self, messages: int, nbytes: int) -> None:
+        self.messages += messages
+        self.nbytes += nbytes
+
+    def _rates(self, seconds: float, messages: int, nbytes: int) -> str:
+        secs = max(seconds, 1e-9)
+        mb = nbytes / MB
+        return (f"{self.nbytes / MB:.4f}, {mb / secs:.4f}, {self.messages}, "
+                f"{messages / secs:.4f}, 0, {seconds * 1000:.0f}, {mb / secs:.4f}, "
+                f"{messages / secs:.4f}")
+
+    def detailed_line(self, now: float) -> str:
+        """The interval since the last line: ``time, threadId, ...``."""
+        begin = self.last_report or self.start
+        line = (f"{_date(self.start_wall + now - self.start)}, 0, "
+                + self._rates(now - begin, self.messages - self.last_messages,
+                              self.nbytes - self.last_bytes))
+        self.last_report, self.last_messages, self.last_bytes = now, self.messages, self.nbytes
+        return line
+
+    def summary(self, end: float) -> str:
+        """The whole run: ``start.time, end.time, ...``."""
+        return (f"{_date(self.start_wall)}, {_date(self.start_wall + end - self.start)}, "
+                + self._rates(end - self.start, self.messages, self.nbytes))
+
+
+def _date(epoch_s: float) -> str:
+    """Kafka's perf-test date format, yyyy-MM-dd HH:mm:ss:SSS (local time)."""
+    t = datetime.fromtimestamp(epoch_s)
+    return t.strftime("%Y-%m-%d %H:%M:%S:") + f"{t.microsecond // 1000:03d}"
+
+
 def _consume(args: argparse.Namespace) -> int:
     from sparklog.client import AdminClient, Consumer, TopicPartition
 
+    if args.messages <= 0:
+        raise UsageError("--messages must be > 0")
     conf = client_config(args)
     with AdminClient(conf) as admin:
         md = admin.describe_topics([args.topic])[args.topic]
         tps = [TopicPartition(args.topic, p) for p in sorted(md.partitions)]
         spec = -1 if args.from_latest else -2
         pos = {tp: v[0] for tp, v in admin.list_offsets({tp: spec for tp in tps}).items()}
+    if not args.hide_header:
+        print(", ".join(CONSUMER_DETAILED_COLUMNS if args.show_detailed_stats
+                        else CONSUMER_COLUMNS), flush=True)
+    stats = _ConsumerStats(time.time(), time.monotonic())
+    interval = args.reporting_interval / 1000
+
+    def got(messages: int, nbytes: int) -> None:
+        stats.add(messages, nbytes)
+        now = time.monotonic()
+        if args.show_detailed_stats and now - (stats.last_report or stats.start) >= interval:
+            print(stats.detailed_line(now), flush=True)
+
     consumer = Consumer(conf)
-    stats = _Stats("received")
-    total = nbytes = 0
-    start = time.monotonic()
-    last_data = start
+    last_data = stats.start
     try:
         if args.per_record:
             consumer.assign([(tp.topic, tp.partition, pos[tp]) for tp in tps])
-            while total < args.messages:
-                recs = consumer.consume(min(500, args.messages - total), 0.5)
-                now_ms = time.time() * 1000
+            while stats.messages < args.messages:
+                recs = consumer.consume(min(500, args.messages - stats.messages), 0.5)
                 if not recs:
                     if (time.monotonic() - last_data) * 1000 > args.timeout_ms:
                         break
                     continue
                 last_data = time.monotonic()
-                b = sum(len(r.value or b"") + len(r.key or b"") for r in recs)
-                stats.add_latencies([now_ms - r.timestamp for r in recs])
-                total += len(recs)
-                nbytes += b
-                stats.window(len(recs), b)
+                got(len(recs), sum(len(r.value or b"") + len(r.key or b"") for r in recs))
         else:
-            idle_rounds = 0
-            while total < args.messages:
-                got = 0
+            while stats.messages < args.messages:
+                before = stats.messages
                 for tp in tps:
-                    if total >= args.messages:
+                    if stats.messages >= args.messages:
                         break
                     batch = consumer.fetch_arrow(tp, pos[tp], max_bytes=8 * MB,
                                                  include_headers=False,
@@ -233,31 +305,25 @@ def _consume(args: argparse.Namespace) -> int:
                         nxt = int((batch.schema.metadata or {}).get(b"next_offset", pos[tp]))
                         pos[tp] = max(pos[tp], nxt)
                         continue
-                    k = min(k, args.messages - total)
+                    k = min(k, args.messages - stats.messages)
                     batch = batch.slice(0, k)
-                    now_ms = time.time() * 1000
-                    ts = batch.column("timestamp").cast("int64").to_numpy()
-                    stats.add_latencies(now_ms - ts)
-                    b = (batch.column("value").nbytes + batch.column("key").nbytes)
                     pos[tp] = int(batch.column("offset")[k - 1].as_py()) + 1
-                    total += k
-                    nbytes += b
-                    got += k
-                    stats.window(k, b)
-                if got:
+                    got(k, batch.column("value").nbytes + batch.column("key").nbytes)
+                if stats.messages > before:
                     last_data = time.monotonic()
-                    idle_rounds = 0
-                else:
-                    idle_rounds += 1
-                    if (time.monotonic() - last_data) * 1000 > args.timeout_ms:
-                        break
+                elif (time.monotonic() - last_data) * 1000 > args.timeout_ms:
+                    break
     finally:
         consumer.close()
-    elapsed = time.monotonic() - start
-    stats.window(0, 0, force=True)
-    all_lat = np.concatenate(stats.lat) if stats.lat else np.zeros(0)
-    print(summary_line(total, nbytes, elapsed, all_lat, "received"), flush=True)
-    if total < args.messages:
-        print(f"WARNING: only {total} of {args.messages} records arrived within "
-              f"--timeout-ms {args.timeout_ms}", file=sys.stderr)
+    # the run ends with its last record: an idle --timeout-ms at the end is not reading time
+    end = last_data if stats.messages else time.monotonic()
+    if args.show_detailed_stats:
+        if stats.messages > stats.last_messages:
+            print(stats.detailed_line(end), flush=True)
+    else:
+        print(stats.summary(end), flush=True)
+    if stats.messages < args.messages:
+        warn(f"Exiting before consuming the expected number of messages: only "
+             f"{stats.messages} of {args.messages} arrived, and none for --timeout-ms "
+             f"{args.timeout_ms}")
     return 0

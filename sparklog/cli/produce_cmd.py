@@ -10,7 +10,9 @@ import argparse
 import sys
 from typing import Any
 
-from sparklog.cli.client_common import CliError, add_common, client_config, parse_kv, wrap
+from sparklog.cli.arguments import key_value, topic_name
+from sparklog.cli.client_common import add_common, client_config
+from sparklog.cli.errors import CliError, error_message, wrap
 
 __all__ = ["add_parser"]
 
@@ -19,17 +21,25 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser("produce", help="send stdin lines as messages",
                               description="Console producer: one message per stdin line.")
     add_common(p)
-    p.add_argument("--topic", required=True)
+    p.add_argument("--topic", required=True, type=topic_name, help="topic to write to")
     p.add_argument("--key-separator", default=None, metavar="S",
                    help="split each line into key S value (at the first S)")
-    p.add_argument("--acks", default="all", choices=["all", "-1", "0", "1"])
+    p.add_argument("--acks", default="all", choices=["all", "-1", "0", "1"],
+                   help="acknowledgements to wait for: all (= -1) in-sync replicas, the "
+                        "leader's (1) or none (0) (default all)")
     p.add_argument("--compression", default="none",
-                   choices=["none", "gzip", "snappy", "lz4", "zstd"])
-    p.add_argument("--header", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
-                   help="header added to every message (repeatable)")
-    p.add_argument("--partition", type=int, default=None)
-    p.add_argument("--linger-ms", type=int, default=5)
-    p.add_argument("--producer-property", action="extend", nargs="+", default=[], metavar="KEY=VALUE")
+                   choices=["none", "gzip", "snappy", "lz4", "zstd"],
+                   help="compression codec of the batches (default none)")
+    p.add_argument("--header", action="extend", nargs="+", default=[], type=key_value,
+                   metavar="KEY=VALUE", help="header added to every message (repeatable)")
+    p.add_argument("--partition", type=int, default=None,
+                   help="write every message to this partition (default: by key, or "
+                        "spread when there is none)")
+    p.add_argument("--linger-ms", type=int, default=5,
+                   help="how long a batch waits for more messages (default 5)")
+    p.add_argument("--producer-property", action="extend", nargs="+", default=[],
+                   type=key_value, metavar="KEY=VALUE",
+                   help="producer config (Kafka key names), e.g. batch.size=65536 (repeatable)")
     p.set_defaults(func=wrap(_run))
     return p
 
@@ -37,14 +47,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def _run(args: argparse.Namespace) -> int:
     from sparklog.client import Producer
 
-    headers = None
-    if args.header:
-        parse_kv(args.header, "--header")  # validates
-        headers = [(h.partition("=")[0].strip(), h.partition("=")[2].encode())
-                   for h in args.header]
+    headers = [(k, v.encode()) for k, v in args.header] or None
     conf = client_config(args, **{"acks": args.acks, "compression.type": args.compression,
                                   "linger.ms": args.linger_ms})
-    conf.update(parse_kv(args.producer_property, "--producer-property"))
+    conf.update(args.producer_property)
     sep = args.key_separator.encode() if args.key_separator else None
     failures: list[BaseException] = []
 
@@ -53,7 +59,6 @@ def _run(args: argparse.Namespace) -> int:
             failures.append(err)
 
     producer = Producer(conf)
-    count = 0
     try:
         for lineno, raw in enumerate(sys.stdin.buffer, 1):
             line = raw[:-1] if raw.endswith(b"\n") else raw
@@ -68,14 +73,14 @@ def _run(args: argparse.Namespace) -> int:
                 key, line = k, v
             producer.produce(args.topic, line, key=key, partition=args.partition,
                              headers=headers, on_delivery=report)
-            count += 1
             if failures:
                 break
     finally:
         left = producer.flush(60, raise_errors=False)
         producer.close(5)
     if failures:
-        raise CliError(f"failed to deliver {len(failures)} message(s): {failures[0]}")
+        raise CliError(f"failed to deliver {len(failures)} message(s): "
+                       f"{error_message(failures[0])}")
     if left:
         raise CliError(f"{left} message(s) not acknowledged in time")
     return 0

@@ -12,12 +12,20 @@ import argparse
 import asyncio
 import logging
 import signal
+import socket
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from sparklog.cli.arguments import key_value, port_number
+from sparklog.cli.client_common import add_verbose
+from sparklog.cli.errors import USAGE_EXIT, CliError, print_error, wrap
+
+if TYPE_CHECKING:
+    from sparklog.broker.config import BrokerConfig
 
 log = logging.getLogger(__name__)
 
-__all__ = ["add_parser", "run", "build_config"]
+__all__ = ["add_parser", "run", "build_config", "check_listener"]
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -29,16 +37,18 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--data-dir", default=None,
                    help="directory for partition logs and metadata (default ./sparklog-data)")
     p.add_argument("--host", default=None, help="address to listen on (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=None, help="port to listen on (default 9092)")
+    p.add_argument("--port", type=port_number, default=None,
+                   help="port to listen on, 0 for any free one (default 9092)")
     p.add_argument("--config", default=None, metavar="FILE",
                    help="server.properties file (Kafka key names)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+    p.add_argument("--set", action="append", default=[], type=key_value, metavar="KEY=VALUE",
                    help="override one config key (repeatable)")
+    add_verbose(p)
     p.set_defaults(func=run)
     return p
 
 
-def build_config(args: argparse.Namespace) -> Any:
+def build_config(args: argparse.Namespace) -> BrokerConfig:
     from sparklog.broker.config import BrokerConfig, parse_listener, parse_properties
 
     props: dict[str, str] = {}
@@ -54,15 +64,31 @@ def build_config(args: argparse.Namespace) -> Any:
         host = args.host if args.host is not None else cur_host
         port = args.port if args.port is not None else cur_port
         props["listeners"] = f"PLAINTEXT://{host}:{port}"
-    for item in args.set:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise SystemExit(f"sparklog server: --set expects KEY=VALUE, got {item!r}")
-        props[key.strip()] = value.strip()
+    for key, value in args.set:
+        props[key] = value.strip()
     return BrokerConfig(props)
 
 
-async def _serve(config: Any) -> int:
+def check_listener(host: str, port: int) -> None:
+    """Fail now, before any log is loaded, when the listener's address cannot be bound (in
+    use, not an address of this host, a port out of range): binding is the broker's last
+    start-up step, and an operator should not wait for recovery to learn of a typo. Binds
+    the way the broker does (SO_REUSEADDR), so a port in TIME_WAIT passes here as there."""
+    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    if not 0 <= port <= 65535:
+        raise CliError(f"cannot listen on {where}: port {port} is out of range (0-65535)")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as e:
+            reason = e.strerror or str(e)
+            raise CliError(f"cannot listen on {where}: {reason[0].lower()}{reason[1:]}") \
+                from None
+
+
+async def _serve(config: BrokerConfig) -> int:
     from sparklog.broker.broker import Broker
 
     broker = Broker(config)
@@ -82,14 +108,15 @@ async def _serve(config: Any) -> int:
     return 0
 
 
-def run(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace) -> int:
     try:
         config = build_config(args)
-    except Exception as exc:
-        print(f"sparklog server: invalid configuration: {exc}", file=sys.stderr)
-        return 2
-    try:
-        return asyncio.run(_serve(config))
-    except OSError as exc:
-        print(f"sparklog server: {exc}", file=sys.stderr)
-        return 1
+        host, port = config.listener()
+    except Exception as exc:  # noqa: BLE001 - a bad file or key is the operator's to fix
+        print_error(f"invalid configuration: {exc}")
+        return USAGE_EXIT
+    check_listener(host, port)
+    return asyncio.run(_serve(config))
+
+
+run = wrap(_run)

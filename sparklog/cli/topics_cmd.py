@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import base64
 from typing import Any
 
-from sparklog.cli.client_common import (
-    CliError,
-    add_common,
-    admin_client,
-    parse_kv,
-    wrap,
-)
+from sparklog.cli.arguments import key_value, topic_name
+from sparklog.cli.client_common import add_common, admin_client
+from sparklog.cli.errors import CliError, UsageError, no_such_topic, wrap
 
 __all__ = ["add_parser"]
+
+_CONFIG_HELP = "topic config override, e.g. retention.ms=86400000 (repeatable)"
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -25,36 +22,47 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
     c = sub.add_parser("create", help="create a topic")
     add_common(c)
-    c.add_argument("--topic", required=True)
-    c.add_argument("--partitions", type=int, default=None)
-    c.add_argument("--replication-factor", type=int, default=None)
-    c.add_argument("--config", action="extend", nargs="+", default=[], metavar="KEY=VALUE")
-    c.add_argument("--if-not-exists", action="store_true")
+    c.add_argument("--topic", required=True, type=topic_name, help="name of the new topic")
+    c.add_argument("--partitions", type=int, default=None,
+                   help="number of partitions (default: the broker's num.partitions)")
+    c.add_argument("--replication-factor", type=int, default=None,
+                   help="copies of each partition (default: the broker's "
+                        "default.replication.factor)")
+    c.add_argument("--config", action="extend", nargs="+", default=[], type=key_value,
+                   metavar="KEY=VALUE", help=_CONFIG_HELP)
+    c.add_argument("--if-not-exists", action="store_true",
+                   help="succeed without changes when the topic already exists")
     c.set_defaults(func=wrap(_create))
 
     ls = sub.add_parser("list", help="list topic names")
     add_common(ls)
-    ls.add_argument("--exclude-internal", action="store_true")
+    ls.add_argument("--exclude-internal", action="store_true",
+                    help="leave out internal topics (__consumer_offsets, ...)")
     ls.set_defaults(func=wrap(_list))
 
     d = sub.add_parser("describe", help="partitions, leaders, replicas, ISR and configs")
     add_common(d)
-    d.add_argument("--topic", default=None)
-    d.add_argument("--exclude-internal", action="store_true")
+    d.add_argument("--topic", default=None, help="the topic to describe (default: all)")
+    d.add_argument("--exclude-internal", action="store_true",
+                   help="leave out internal topics (__consumer_offsets, ...)")
     d.set_defaults(func=wrap(_describe))
 
     a = sub.add_parser("alter", help="add partitions or change configs")
     add_common(a)
-    a.add_argument("--topic", required=True)
-    a.add_argument("--partitions", type=int, default=None)
-    a.add_argument("--config", action="extend", nargs="+", default=[], metavar="KEY=VALUE")
-    a.add_argument("--delete-config", action="extend", nargs="+", default=[], metavar="KEY")
+    a.add_argument("--topic", required=True, help="the topic to change")
+    a.add_argument("--partitions", type=int, default=None,
+                   help="new, larger number of partitions")
+    a.add_argument("--config", action="extend", nargs="+", default=[], type=key_value,
+                   metavar="KEY=VALUE", help=_CONFIG_HELP)
+    a.add_argument("--delete-config", action="extend", nargs="+", default=[], metavar="KEY",
+                   help="remove a config override, back to the default (repeatable)")
     a.set_defaults(func=wrap(_alter))
 
     x = sub.add_parser("delete", help="delete a topic")
     add_common(x)
-    x.add_argument("--topic", required=True)
-    x.add_argument("--if-exists", action="store_true")
+    x.add_argument("--topic", required=True, help="the topic to delete")
+    x.add_argument("--if-exists", action="store_true",
+                   help="succeed without changes when the topic does not exist")
     x.set_defaults(func=wrap(_delete))
     return p
 
@@ -63,7 +71,7 @@ def _create(args: argparse.Namespace) -> int:
     from sparklog.client import NewTopic
     from sparklog.protocol.errors import TopicAlreadyExistsError
 
-    configs = parse_kv(args.config, "--config")
+    configs = dict(args.config)
     with admin_client(args) as admin:
         try:
             admin.create_topics([NewTopic(args.topic,
@@ -88,12 +96,9 @@ def _list(args: argparse.Namespace) -> int:
     return 0
 
 
-def topic_id_str(raw: bytes) -> str:
-    """Kafka prints Uuid as URL-safe base64 without padding."""
-    return base64.urlsafe_b64encode(bytes(raw)).decode().rstrip("=")
-
-
 def _describe(args: argparse.Namespace) -> int:
+    from sparklog.storage.checkpoints import topic_id_to_str
+
     with admin_client(args) as admin:
         if args.topic:
             topics = admin.describe_topics([args.topic])
@@ -111,7 +116,7 @@ def _describe(args: argparse.Namespace) -> int:
                 overrides = ""
             parts = md.partitions
             rf = len(next(iter(parts.values())).replicas) if parts else 0
-            print(f"Topic: {name}\tTopicId: {topic_id_str(md.topic_id)}\t"
+            print(f"Topic: {name}\tTopicId: {topic_id_to_str(md.topic_id)}\t"
                   f"PartitionCount: {len(parts)}\tReplicationFactor: {rf}\tConfigs: {overrides}")
             for p in sorted(parts):
                 pm = parts[p]
@@ -126,11 +131,11 @@ def _describe(args: argparse.Namespace) -> int:
 
 
 def _alter(args: argparse.Namespace) -> int:
-    configs: dict[str, str | None] = dict(parse_kv(args.config, "--config"))
+    configs: dict[str, str | None] = dict(args.config)
     for k in args.delete_config:
         configs[k] = None
     if args.partitions is None and not configs:
-        raise CliError("topics alter needs --partitions N or --config KEY=VALUE")
+        raise UsageError("topics alter needs --partitions N or --config KEY=VALUE")
     with admin_client(args) as admin:
         if args.partitions is not None:
             current = admin.describe_topics([args.topic])[args.topic]
@@ -156,6 +161,6 @@ def _delete(args: argparse.Namespace) -> int:
         except UnknownTopicOrPartitionError:
             if args.if_exists:
                 return 0
-            raise CliError(f"Topic '{args.topic}' does not exist as expected") from None
+            raise no_such_topic(args.topic) from None
         print(f"Deleted topic {args.topic}.")
     return 0

@@ -7,13 +7,17 @@ What it does, end to end (about a minute on a laptop, most of it Spark starting 
 3. starts a Structured Streaming query:
    ``spark.readStream.format("sparklog")`` -> parse the JSON events -> count them per
    1-minute event-time window and action -> ``writeStream.format("sparklog")`` into
-   ``event-counts`` (and a second query prints the same counts to the console),
+   ``event-counts`` (and a second query prints, per micro-batch, the events counted so far
+   and the windows whose counts changed),
 4. produces 100 000 events while the query runs (in 4 bursts, so you see micro-batches),
 5. waits until the counts in ``event-counts`` add up to every event produced, reads that
    topic back with ``spark.read.format("sparklog")``, prints a summary, and exits 0.
 
 Note that there is no ``spark.dataSource.register`` call: installing sparklog is enough for
 ``format("sparklog")`` (pyspark auto-registers the ``pyspark_sparklog`` package).
+
+The queries' checkpoints, and the broker's data unless ``--data-dir`` is given, live in one
+temporary directory that is removed when the job ends.
 
     python examples/quickstart.py [--data-dir ./sparklog-data] [--events 100000]
 """
@@ -65,20 +69,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=240.0, help="seconds to wait for results")
     args = ap.parse_args(argv)
 
-    tmp = None
-    data_dir = args.data_dir
-    if data_dir is None:
-        tmp = tempfile.TemporaryDirectory(prefix="sparklog-quickstart-")
-        data_dir = tmp.name
-    work = tempfile.mkdtemp(prefix="sparklog-quickstart-ckpt-")
+    with tempfile.TemporaryDirectory(prefix="sparklog-quickstart-") as tmp:
+        data_dir = args.data_dir or os.path.join(tmp, "data")
+        return _run(args, data_dir, os.path.join(tmp, "checkpoints"))
 
+
+def _run(args: argparse.Namespace, data_dir: str, work: str) -> int:
     print(f"[1/5] starting an embedded sparklog broker (data in {data_dir})", flush=True)
-    cluster = EmbeddedCluster(data_dir, config={"group.initial.rebalance.delay.ms": "0"})
-    cluster.start()
-    bootstrap = cluster.bootstrap_servers
-    print(f"      broker listening on {bootstrap}", flush=True)
-
-    try:
+    with EmbeddedCluster(data_dir, config={"group.initial.rebalance.delay.ms": "0"}) as cluster:
+        bootstrap = cluster.bootstrap_servers
+        print(f"      broker listening on {bootstrap}", flush=True)
         admin = AdminClient({"bootstrap.servers": bootstrap})
         existing = admin.list_topics()
         new = [
@@ -103,54 +103,65 @@ def main(argv: list[str] | None = None) -> int:
 
         print("[3/5] starting Spark and the streaming query", flush=True)
         spark = local_spark("sparklog-quickstart")
-        queries = _start_queries(spark, bootstrap, work, already)
+        try:
+            summary, produced_s, elapsed = _stream(
+                spark, args, bootstrap, work, already, counts_start
+            )
+        finally:
+            # stopped before the broker, and before their checkpoints are removed
+            for q in spark.streams.active:
+                q.stop()
+            spark.stop()
 
-        print(f"[4/5] producing {args.events:,} events in 4 bursts", flush=True)
-        t0 = time.monotonic()
-        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": "5"})
-        rng = np.random.default_rng(7)
-        burst = -(-args.events // 4)
-        for first in range(0, args.events, burst):
-            n = min(burst, args.events - first)
-            values, keys = make_events(first, n, rng)
-            producer.produce_arrow(EVENTS_TOPIC, values, keys=keys)
-            assert producer.flush(60) == 0, "events were not acknowledged"
-            time.sleep(1.0)
-        producer.close()
-        produced_s = time.monotonic() - t0
+    total = sum(c for _, _, c in summary)
+    print()
+    print("=" * 64)
+    print(f"events produced          : {args.events:,} in {produced_s:.1f} s")
+    print(f"events counted by Spark  : {total:,} (read back from '{COUNTS_TOPIC}')")
+    print(f"produce -> counts visible: {elapsed:.1f} s")
+    print("per window (event time)  :  " + "  ".join(f"{a:>6}" for a in ACTIONS))
+    by_window: dict[str, dict[str, int]] = {}
+    for window, action, count in summary:
+        by_window.setdefault(window, {})[action] = count
+    for window in sorted(by_window):
+        row = by_window[window]
+        print(f"  {window:<23}:  " + "  ".join(f"{row.get(a, 0):>6}" for a in ACTIONS))
+    print("=" * 64)
+    if total != args.events:
+        print(f"ERROR: counted {total} events, expected {args.events}", file=sys.stderr)
+        return 1
+    print("quickstart OK")
+    return 0
 
-        print("[5/5] waiting for the counts to cover every event", flush=True)
-        summary = _wait_for_counts(
-            spark, queries, bootstrap, counts_start, args.events, args.timeout
-        )
-        elapsed = time.monotonic() - t0
-        for q in queries:
-            q.stop()
 
-        total = sum(c for _, _, c in summary)
-        print()
-        print("=" * 64)
-        print(f"events produced          : {args.events:,} in {produced_s:.1f} s")
-        print(f"events counted by Spark  : {total:,} (read back from '{COUNTS_TOPIC}')")
-        print(f"produce -> counts visible: {elapsed:.1f} s")
-        print("per window (event time)  :  " + "  ".join(f"{a:>6}" for a in ACTIONS))
-        by_window: dict[str, dict[str, int]] = {}
-        for window, action, count in summary:
-            by_window.setdefault(window, {})[action] = count
-        for window in sorted(by_window):
-            row = by_window[window]
-            print(f"  {window:<23}:  " + "  ".join(f"{row.get(a, 0):>6}" for a in ACTIONS))
-        print("=" * 64)
-        spark.stop()
-        if total != args.events:
-            print(f"ERROR: counted {total} events, expected {args.events}", file=sys.stderr)
-            return 1
-        print("quickstart OK")
-        return 0
-    finally:
-        cluster.stop()
-        if tmp is not None:
-            tmp.cleanup()
+def _stream(
+    spark,  # noqa: ANN001
+    args: argparse.Namespace,
+    bootstrap: str,
+    work: str,
+    already: int,
+    counts_start: dict[str, int],
+) -> tuple[list[tuple[str, str, int]], float, float]:
+    """Run the queries while the events are produced, until the counts cover them all:
+    (the counts read back, seconds producing, seconds until the counts were visible)."""
+    queries = _start_queries(spark, bootstrap, work, already)
+    print(f"[4/5] producing {args.events:,} events in 4 bursts", flush=True)
+    t0 = time.monotonic()
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": "5"})
+    rng = np.random.default_rng(7)
+    burst = -(-args.events // 4)
+    for first in range(0, args.events, burst):
+        n = min(burst, args.events - first)
+        values, keys = make_events(first, n, rng)
+        producer.produce_arrow(EVENTS_TOPIC, values, keys=keys)
+        assert producer.flush(60) == 0, "events were not acknowledged"
+        time.sleep(1.0)
+    producer.close()
+    produced_s = time.monotonic() - t0
+
+    print("[5/5] waiting for the counts to cover every event", flush=True)
+    summary = _wait_for_counts(spark, queries, bootstrap, counts_start, args.events, args.timeout)
+    return summary, produced_s, time.monotonic() - t0
 
 
 def _partitions(admin: AdminClient, topic: str) -> list:
@@ -196,16 +207,44 @@ def _start_queries(spark, bootstrap: str, work: str, skip: int) -> list:  # noqa
         .start()
     )
     to_console = (
-        counts.orderBy("window", "action")
-        .writeStream.format("console")
-        .option("truncate", "false")
-        .option("numRows", "12")
+        counts.writeStream.foreachBatch(_Progress())
         .option("checkpointLocation", os.path.join(work, "console"))
         .outputMode("complete")
-        .trigger(processingTime="5 seconds")
+        .trigger(processingTime="2 seconds")
         .start()
     )
     return [to_topic, to_console]
+
+
+class _Progress:
+    """The console view of the counts: per micro-batch, the events counted so far and only
+    the windows whose counts changed in it (the whole table would repeat the same rows
+    every trigger), each with its counts per action and how many events it gained."""
+
+    def __init__(self) -> None:
+        self.seen: dict[tuple[str, str], int] = {}
+
+    def __call__(self, batch, batch_id: int) -> None:  # noqa: ANN001 - a pyspark DataFrame
+        from pyspark.sql import functions as F
+
+        rows = batch.select(
+            F.date_format("window.start", "yyyy-MM-dd HH:mm").alias("window"), "action", "count"
+        ).collect()
+        counts = {(r["window"], r["action"]): int(r["count"]) for r in rows}
+        total, before = sum(counts.values()), sum(self.seen.values())
+        changed = sorted({w for (w, a), c in counts.items() if self.seen.get((w, a)) != c})
+        windows = len({w for w, _ in counts})
+        print(
+            f"  micro-batch {batch_id}: {total:,} events counted so far "
+            f"(+{total - before:,}) in {windows} windows; changed:",
+            flush=True,
+        )
+        for w in changed:
+            now = [counts.get((w, a), 0) for a in ACTIONS]
+            gained = sum(now) - sum(self.seen.get((w, a), 0) for a in ACTIONS)
+            cells = "  ".join(f"{a} {n:>5}" for a, n in zip(ACTIONS, now, strict=True))
+            print(f"    {w}  {cells}  (+{gained:,})", flush=True)
+        self.seen = counts
 
 
 def _wait_for_counts(

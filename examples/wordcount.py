@@ -42,7 +42,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bootstrap-servers", help="use this cluster instead of an embedded one")
     args = ap.parse_args(argv)
 
-    with broker(args.bootstrap_servers, "sparklog-wordcount-") as bootstrap:
+    with (
+        broker(args.bootstrap_servers, "sparklog-wordcount-") as bootstrap,
+        tempfile.TemporaryDirectory(prefix="sparklog-wc-ckpt-") as checkpoint,
+    ):
         admin = AdminClient({"bootstrap.servers": bootstrap})
         have = admin.list_topics()
         admin.create_topics(
@@ -75,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
             .writeStream.format("sparklog")
             .option("bootstrap.servers", bootstrap)
             .option("topic", OUTPUT)
-            .option("checkpointLocation", tempfile.mkdtemp(prefix="sparklog-wc-ckpt-"))
+            .option("checkpointLocation", checkpoint)
             .outputMode("complete")  # Python sinks have no Update mode in Spark 4.2
             .trigger(availableNow=True)
             .start()

@@ -8,11 +8,11 @@ import re
 import subprocess
 import sys
 import tomllib
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.helpers.servers import REPO
+
 # Spark start-up lines that say nothing about the job (conf/log4j2.properties silences them)
 SPARK_NOISE = ("Using Spark's default log4j profile", "Setting default log level",
                "To adjust logging level", "NativeCodeLoader")

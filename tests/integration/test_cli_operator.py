@@ -17,7 +17,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import REPO, ServerProcess, free_port
+
+from tests.helpers.net import free_port
+from tests.helpers.polling import wait_for
+from tests.helpers.servers import REPO, ServerProcess
 
 SPARKLOG = str(Path(sys.executable).parent / "sparklog")
 
@@ -72,14 +75,12 @@ def rows(out: str, first: str) -> list[list[str]]:
     return [ln.split() for ln in out.splitlines() if ln.split()[:1] == [first]]
 
 
-def wait_for_state(server: ServerProcess, group: str, state: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+def wait_for_state(server: ServerProcess, group: str, state: str) -> None:
+    def reached() -> bool:
         res = run("groups", "describe", "--group", group, "--state", server=server)
-        if res.returncode == 0 and any(r[-2] == state for r in rows(res.stdout, group)):
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"group {group} never reached {state}")
+        return res.returncode == 0 and any(r[-2] == state for r in rows(res.stdout, group))
+
+    wait_for(reached, 30, f"group {group} in state {state}", interval=0.1)
 
 
 # ---------------------------------------------------------------- bad input, one line each

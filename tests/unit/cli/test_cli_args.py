@@ -1,13 +1,14 @@
 """The ``sparklog`` command line as it parses today, through the real entry point
 (``sparklog.cli.main``): every subcommand's flags and their defaults, what argparse rejects
-(exit code 2, the usage error names the flag), and the checks a command makes before it
-creates a client (exit code 1, one ``Error:`` line on stderr). No broker runs here: each
-case stops before a connection is tried.
+and what a command rejects before it creates a client (exit code 2, one ``Error:`` line on
+stderr naming the flag), and the other checks made before connecting (exit code 1, one
+``Error:`` line). No broker runs here: each case stops before a connection is tried.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 
 import pytest
 
@@ -37,6 +38,21 @@ CLIENT_COMMANDS = [
 
 # (command line, what argparse's one-line error says about it): exit code 2
 REJECTED = [
+    (["topics", "list", "--command-property", "novalue"],
+     "argument --command-property: expects KEY=VALUE, got 'novalue'"),
+    (["topics", "list", "--command-property", "=v"],
+     "argument --command-property: expects KEY=VALUE, got '=v'"),
+    (["topics", "create", "--topic", "t", "--config", "novalue"],
+     "argument --config: expects KEY=VALUE, got 'novalue'"),
+    (["topics", "alter", "--topic", "t", "--config", "x"],
+     "argument --config: expects KEY=VALUE, got 'x'"),
+    (["produce", "--topic", "t", "--header", "nokv"],
+     "argument --header: expects KEY=VALUE, got 'nokv'"),
+    (["produce", "--topic", "t", "--producer-property", "x"],
+     "argument --producer-property: expects KEY=VALUE, got 'x'"),
+    (["consume", "--topic", "t", "--consumer-property", "bad"],
+     "argument --consumer-property: expects KEY=VALUE, got 'bad'"),
+    (["server", "--set", "novalue"], "argument --set: expects KEY=VALUE, got 'novalue'"),
     (["nosuch"], "argument COMMAND: invalid choice: 'nosuch'"),
     (["groups", "list", "--bogus"], "unrecognized arguments: --bogus"),
     (["--log-level", "LOUD", "topics", "list"], "argument --log-level: invalid choice: 'LOUD'"),
@@ -57,7 +73,7 @@ REJECTED = [
      "argument --max-messages: invalid int value: 'all'"),
     (["offsets"], "the following arguments are required: --topic"),
     (["groups"], "the following arguments are required: ACTION"),
-    (["groups", "describe"], "the following arguments are required: --group"),
+    (["groups", "describe"], "one of the arguments --group --all-groups is required"),
     (["groups", "delete"], "the following arguments are required: --group"),
     (["groups", "reset-offsets", "--group", "g", "--all-topics"],
      "one of the arguments --to-earliest --to-latest --to-current --to-offset --to-datetime "
@@ -77,30 +93,29 @@ REJECTED = [
      "the following arguments are required: --record-size"),
     (["perf", "consume", "--topic", "t"], "the following arguments are required: --messages"),
     (["dump-log"], "the following arguments are required: FILE"),
-    (["server", "--port", "abc"], "argument --port: invalid int value: 'abc'"),
+    (["server", "--port", "abc"], "argument --port: 'abc' is not a port number"),
+    (["server", "--port", "99999"], "argument --port: port 99999 is out of range (0-65535)"),
+    (["topics", "list", "--bootstrap-server", "127.0.0.1:notaport"],
+     "argument --bootstrap-server: '127.0.0.1:notaport' is not HOST:PORT"),
+    (["topics", "list", "--bootstrap-server", "h:1,h:70000"],
+     "argument --bootstrap-server: 'h:70000': port 70000 is out of range"),
+    (["produce", "--topic", "bad/name"],
+     "argument --topic: topic name 'bad/name' is illegal: it may contain only ASCII "
+     "alphanumerics, '.', '_' and '-'"),
+    (["groups", "describe", "--group", "g", "--all-groups"],
+     "argument --all-groups: not allowed with argument --group"),
+    (["groups", "describe", "--group", "g", "--members", "--state"],
+     "argument --state: not allowed with argument --members"),
 ]
 
-# (command line, its one stderr line): checks made before a client exists, exit code 1
+# (command line, its one stderr line): options a command rejects before a client exists
+# (they do not go together, or argparse cannot check the value), exit code 2
 CHECKED = [
-    (["topics", "list", "--command-property", "novalue"],
-     "Error: --command-property expects KEY=VALUE, got 'novalue'"),
-    (["topics", "list", "--command-property", "=v"],
-     "Error: --command-property expects KEY=VALUE, got '=v'"),
     (["topics", "alter", "--topic", "t"],
      "Error: topics alter needs --partitions N or --config KEY=VALUE"),
-    (["topics", "create", "--topic", "t", "--config", "novalue"],
-     "Error: --config expects KEY=VALUE, got 'novalue'"),
-    (["topics", "alter", "--topic", "t", "--config", "x"],
-     "Error: --config expects KEY=VALUE, got 'x'"),
-    (["produce", "--topic", "t", "--header", "nokv"],
-     "Error: --header expects KEY=VALUE, got 'nokv'"),
-    (["produce", "--topic", "t", "--producer-property", "x"],
-     "Error: --producer-property expects KEY=VALUE, got 'x'"),
     (["consume", "--topic", "t", "--offset", "5"], "Error: --offset needs --partition"),
     (["consume", "--topic", "t", "--partition", "0", "--group", "g"],
      "Error: --partition cannot be used with --group"),
-    (["consume", "--topic", "t", "--consumer-property", "bad"],
-     "Error: --consumer-property expects KEY=VALUE, got 'bad'"),
     (["offsets", "--topic", "t", "--time", "yesterday"],
      "Error: --time must be -1, -2, -3 or a timestamp in ms, got 'yesterday'"),
     (["offsets", "--topic", "t", "--partitions", "a,b"], "Error: --partitions: bad list 'a,b'"),
@@ -132,10 +147,10 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int | str | Non
     return status, out, err
 
 
-def cli_error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
-    """The one stderr line of a command that fails before it connects (exit code 1)."""
-    status, _, err = run(capsys, *argv)
-    assert status == 1, err
+def cli_error(capsys: pytest.CaptureFixture[str], *argv: str, status: int = 1) -> str:
+    """The one stderr line of a command that fails before it connects."""
+    got, _, err = run(capsys, *argv)
+    assert got == status, err
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("Error: "), err
     return lines[0]
@@ -167,14 +182,14 @@ def test_help_goes_to_stdout_and_exits_0(capsys, argv):
 def test_argparse_rejects_with_exit_2(capsys, argv, message):
     status, out, err = run(capsys, *argv)
     assert status == 2 and out == ""
-    lines = err.strip().splitlines()
-    assert lines[0].startswith("usage: sparklog")
-    assert lines[-1].startswith("sparklog") and message in lines[-1], err
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"Error: {message}"), err
+    assert re.search(r"; see 'sparklog[a-z -]*--help'$", lines[0]), err  # where to read on
 
 
 @pytest.mark.parametrize("argv,line", CHECKED, ids=[" ".join(a) for a, _ in CHECKED])
-def test_checks_before_connecting_exit_1(capsys, argv, line):
-    assert cli_error(capsys, *argv) == line
+def test_checks_before_connecting_exit_2(capsys, argv, line):
+    assert cli_error(capsys, *argv, status=2) == line
 
 
 def test_log_level():
@@ -203,7 +218,7 @@ def test_client_properties_file_then_flags_then_command_settings(tmp_path):
                  "--command-config", str(props),
                  "--command-property", "linger.ms=8", "retries=3",
                  "--command-property", "acks=0")
-    assert args.command_property == ["linger.ms=8", "retries=3", "acks=0"]  # extend, repeatable
+    assert args.command_property == [("linger.ms", "8"), ("retries", "3"), ("acks", "0")]
     assert client_config(args, acks="all", compression=None) == {
         "bootstrap.servers": "h:1", "client.id": "from-file", "request.timeout.ms": "1000",
         "linger.ms": "8", "retries": "3", "acks": "all"}
@@ -227,7 +242,7 @@ def test_topics_flags():
     check_parsed(["topics", "create", "--topic", "t", "--partitions", "3",
                   "--replication-factor", "1", "--config", "a=1", "b=2", "--config", "c=3",
                   "--if-not-exists"],
-                 partitions=3, replication_factor=1, config=["a=1", "b=2", "c=3"],
+                 partitions=3, replication_factor=1, config=[("a", "1"), ("b", "2"), ("c", "3")],
                  if_not_exists=True)
     check_parsed(["topics", "list"], exclude_internal=False)
     check_parsed(["topics", "describe"], topic=None, exclude_internal=False)
@@ -242,8 +257,8 @@ def test_produce_flags():
     check_parsed(["produce", "--topic", "t", "--key-separator", ":", "--acks", "0",
                   "--compression", "zstd", "--header", "a=1", "--header", "b=", "--partition",
                   "2", "--linger-ms", "0", "--producer-property", "batch.size=1"],
-                 key_separator=":", acks="0", compression="zstd", header=["a=1", "b="],
-                 partition=2, linger_ms=0, producer_property=["batch.size=1"])
+                 key_separator=":", acks="0", compression="zstd", header=[("a", "1"), ("b", "")],
+                 partition=2, linger_ms=0, producer_property=[("batch.size", "1")])
     for acks in ("all", "-1", "0", "1"):
         check_parsed(["produce", "--topic", "t", "--acks", acks], acks=acks)
 
@@ -262,7 +277,7 @@ def test_consume_flags():
                   "--consumer-property", "fetch.max.bytes=1"],
                  from_beginning=True, partition=1, offset="earliest", max_messages=3,
                  timeout_ms=100, key_separator="|", json=True, isolation_level="read_committed",
-                 consumer_property=["fetch.max.bytes=1"], **dict.fromkeys(printing, True))
+                 consumer_property=[("fetch.max.bytes", "1")], **dict.fromkeys(printing, True))
     check_parsed(["consume", "--topic", "t", "--group", "g"], group="g")
 
 
@@ -274,6 +289,10 @@ def test_offsets_flags():
 
 def test_groups_flags():
     check_parsed(["groups", "list"], groups_action="list", state=False)
+    check_parsed(["groups", "describe", "--group", "g"], group="g", all_groups=False,
+                 offsets=False, members=False, state=False, verbose=False)
+    check_parsed(["groups", "describe", "--all-groups", "--members", "--verbose"], group=None,
+                 all_groups=True, members=True, verbose=True)
     check_parsed(["groups", "reset-offsets", "--group", "g", "--topic", "a", "--topic", "b:0,1",
                   "--shift-by", "-2"],
                  topic=["a", "b:0,1"], all_topics=False, shift_by=-2, to_offset=None,
@@ -289,9 +308,14 @@ def test_perf_flags():
                  compression="none", producer_props=[], arrow=False, arrow_chunk=100_000)
     check_parsed(["perf", "produce", "--topic", "t", "--num-records", "1", "--record-size", "1",
                   "--throughput", "2.5", "--producer-props", "a=1", "b=2", "--arrow"],
-                 throughput=2.5, producer_props=["a=1", "b=2"], arrow=True)
+                 throughput=2.5, producer_props=[("a", "1"), ("b", "2")], arrow=True)
     check_parsed(["perf", "consume", "--topic", "t", "--messages", "7"], perf_action="consume",
-                 messages=7, timeout_ms=10000, per_record=False, from_latest=False)
+                 messages=7, timeout_ms=10000, per_record=False, from_latest=False,
+                 show_detailed_stats=False, reporting_interval=5000, hide_header=False)
+    check_parsed(["perf", "consume", "--topic", "t", "--messages", "7", "--timeout", "50",
+                  "--show-detailed-stats", "--reporting-interval", "100", "--hide-header"],
+                 timeout_ms=50, show_detailed_stats=True, reporting_interval=100,
+                 hide_header=True)
 
 
 def test_dump_log_flags(capsys, tmp_path):
@@ -322,18 +346,15 @@ def test_server_flags():
     check_parsed(["server"], data_dir=None, host=None, port=None, config=None, set=[])
     check_parsed(["server", "--data-dir", "d", "--host", "0.0.0.0", "--port", "1", "--config",
                   "c", "--set", "a=1", "--set", "b=2"],
-                 data_dir="d", host="0.0.0.0", port=1, config="c", set=["a=1", "b=2"])
+                 data_dir="d", host="0.0.0.0", port=1, config="c", set=[("a", "1"), ("b", "2")])
 
 
 def test_server_rejects_a_bad_configuration_without_starting(capsys, tmp_path):
     status, _, err = run(capsys, "server", "--config", str(tmp_path / "missing.properties"))
     assert status == 2
-    assert err.startswith("sparklog server: invalid configuration: [Errno 2]")
+    assert err.startswith("Error: invalid configuration: [Errno 2]")
     status, _, err = run(capsys, "server", "--set", "num.partitions=abc", "--data-dir",
                          str(tmp_path / "d"))
     assert status == 2 and err.startswith(
-        "sparklog server: invalid configuration: invalid value 'abc' for num.partitions")
-    # a --set without '=' ends the process with its message (exit status 1)
-    status, _, err = run(capsys, "server", "--set", "novalue")
-    assert status == "sparklog server: --set expects KEY=VALUE, got 'novalue'"
+        "Error: invalid configuration: invalid value 'abc' for num.partitions")
     assert not (tmp_path / "d").exists()

@@ -81,29 +81,6 @@ def test_verbose_adds_the_traceback(capsys):
     assert "Traceback" in err and err.rstrip().endswith("Error: boom")
 
 
-@pytest.mark.parametrize(("argv", "fragment"), [
-    (["server", "--port", "99999"], "argument --port: port 99999 is out of range (0-65535)"),
-    (["server", "--port", "http"], "argument --port: 'http' is not a port number"),
-    (["topics", "list", "--bootstrap-server", "127.0.0.1:notaport"],
-     "argument --bootstrap-server: '127.0.0.1:notaport' is not HOST:PORT"),
-    (["topics", "list", "--bootstrap-server", "h:1,h:70000"],
-     "argument --bootstrap-server: 'h:70000': port 70000 is out of range"),
-    (["produce", "--topic", "bad/name"], "argument --topic: topic name 'bad/name' is illegal"),
-    (["topics", "create", "--topic", "t", "--config", "novalue"],
-     "argument --config: expects KEY=VALUE, got 'novalue'"),
-    (["server", "--set", "novalue"], "argument --set: expects KEY=VALUE, got 'novalue'"),
-    (["consume"], "the following arguments are required: --topic"),
-])
-def test_usage_errors_are_one_line_exit_2(capsys, argv, fragment):
-    with pytest.raises(SystemExit) as exit_info:
-        main(argv)
-    assert exit_info.value.code == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1, err
-    assert err.startswith(f"Error: {fragment}"), err
-    assert err.rstrip().endswith("--help'")
-
-
 def test_version(capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["--version"])

@@ -37,12 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from crc32c import crc32c  # noqa: E402
 
 from sparklog.protocol import record_arrow  # noqa: E402
-from sparklog.protocol.records import (  # noqa: E402
-    Compression,
-    Record,
-    decode_batches,
-    encode_batch,
-)
+from sparklog.protocol.batch_header import Compression  # noqa: E402
+from sparklog.protocol.records import Record, decode_batches, encode_batch  # noqa: E402
 
 MiB = float(1 << 20)
 

@@ -70,8 +70,9 @@ def dump(path: str, *, deep: bool, data: bool) -> int:
         return _dump_entries(path, _TIME_INDEX_ENTRY,
                              lambda base, ts, rel: f"timestamp: {ts} offset: {base + rel}",
                              "Time index")
+    from sparklog.protocol.batch_header import BatchView
     from sparklog.protocol.errors import SparklogError
-    from sparklog.protocol.records import BatchView, decode_batch
+    from sparklog.protocol.records import decode_batch
 
     with open(path, "rb") as fh:
         buf = fh.read()

@@ -13,21 +13,23 @@ The counterpart of ``record_arrow`` (decoding); the producer's bulk path and ben
 
 from __future__ import annotations
 
-import struct
 import time
 from dataclasses import dataclass
 
-import crc32c
 import numpy as np
 import pyarrow as pa
 
+from .batch_header import (
+    BATCH_HEADER_SIZE,
+    NO_SEQUENCE,
+    increment_sequence,
+    make_attributes,
+    write_header,
+)
 from .compression import compress
 
 __all__ = ["EncodedBatch", "encode_batches", "binary_parts", "as_binary_array"]
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
-_HEADER_SIZE = 61
-_CRC_START = 21
 _VARINT_LIMITS = np.array([1 << (7 * k) for k in range(1, 10)], dtype=np.uint64)
 
 
@@ -374,12 +376,12 @@ def encode_batches(
     if max_batch_records is None:
         max_batch_records = n
     starts = [0]
-    if int(est.sum()) + _HEADER_SIZE > max_batch_bytes or n > max_batch_records:
+    if int(est.sum()) + BATCH_HEADER_SIZE > max_batch_bytes or n > max_batch_records:
         cum = np.cumsum(est)
         s = 0
         while True:
             base = cum[s - 1] if s else 0
-            e = int(np.searchsorted(cum, base + max_batch_bytes - _HEADER_SIZE, side="right"))
+            e = int(np.searchsorted(cum, base + max_batch_bytes - BATCH_HEADER_SIZE, side="right"))
             e = min(max(e, s + 1), s + max_batch_records, n)
             if e >= n:
                 break
@@ -403,7 +405,7 @@ def encode_batches(
     bsz = _vsize(bu)
     rec = bsz + body
     # record start positions, leaving a 61-byte gap before each batch
-    rstart = np.cumsum(rec) - rec + _HEADER_SIZE * (bid + 1)
+    rstart = np.cumsum(rec) - rec + BATCH_HEADER_SIZE * (bid + 1)
     total = int(rstart[-1] + rec[-1])
     out = np.empty(total, dtype=np.uint8)
 
@@ -458,34 +460,29 @@ def encode_batches(
     raw = memoryview(out)
     bends = np.append(bstart[1:], n)
     batch_max_ts = np.maximum.reduceat(ts, bstart)
-    attrs = (compression & 0x07) | (0x10 if is_transactional else 0)
+    attrs = make_attributes(compression, transactional=is_transactional)
     result: list[EncodedBatch] = []
     seq = base_sequence
     for b in range(nb):
         s, e = int(bstart[b]), int(bends[b])
         count = e - s
-        h0 = int(rstart[s]) - _HEADER_SIZE
+        h0 = int(rstart[s]) - BATCH_HEADER_SIZE
         r_end = int(rstart[e - 1] + rec[e - 1])
-        records = raw[h0 + _HEADER_SIZE:r_end]
-        base_ts = int(ts[s])
         max_ts = int(batch_max_ts[b])
-        this_seq = seq if producer_id >= 0 else -1
         if compression:
-            comp = compress(compression, records, compression_level)
-            buf = bytearray(_HEADER_SIZE + len(comp))
-            buf[_HEADER_SIZE:] = comp
-            _HEADER.pack_into(buf, 0, 0, len(buf) - 12, -1, 2, 0, attrs, count - 1, base_ts,
-                              max_ts, producer_id, producer_epoch, this_seq, count)
-            crc = crc32c.crc32c(memoryview(buf)[_CRC_START:])
-            struct.pack_into(">I", buf, 17, crc)
-            data: memoryview | bytes = memoryview(buf)
+            comp = compress(compression, raw[h0 + BATCH_HEADER_SIZE:r_end], compression_level)
+            buf = bytearray(BATCH_HEADER_SIZE + len(comp))
+            buf[BATCH_HEADER_SIZE:] = comp
+            target, at, end = memoryview(buf), 0, len(buf)
         else:
-            _HEADER.pack_into(out, h0, 0, r_end - h0 - 12, -1, 2, 0, attrs, count - 1, base_ts,
-                              max_ts, producer_id, producer_epoch, this_seq, count)
-            crc = crc32c.crc32c(raw[h0 + _CRC_START:r_end])
-            struct.pack_into(">I", out, h0 + 17, crc)
-            data = raw[h0:r_end]
-        result.append(EncodedBatch(data, count, s, max_ts))
+            target, at, end = raw, h0, r_end
+        write_header(
+            target, at, end, base_offset=0, partition_leader_epoch=-1, attributes=attrs,
+            last_offset_delta=count - 1, base_timestamp=int(ts[s]), max_timestamp=max_ts,
+            producer_id=producer_id, producer_epoch=producer_epoch,
+            base_sequence=seq if producer_id >= 0 else NO_SEQUENCE, record_count=count,
+        )
+        result.append(EncodedBatch(target[at:end], count, s, max_ts))
         if producer_id >= 0:
-            seq = (seq + count) & 0x7FFFFFFF if seq + count > 0x7FFFFFFF else seq + count
+            seq = increment_sequence(seq, count)
     return result

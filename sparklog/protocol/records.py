@@ -1,61 +1,45 @@
-"""Kafka RecordBatch v2 (magic 2): zero-copy header view, in-place stamping, full codec.
+"""Kafka RecordBatch v2 with its records: building and parsing whole batches.
 
-Two levels, because the broker and the reader need different things:
+The producer, the consumer's small fetches, the log cleaner and the tests need each record
+as an object; this is that codec. The header layout, the zero-copy ``BatchView`` and the
+broker's stamping live in ``batch_header`` (a broker validates, stamps and stores a client's
+bytes without ever touching the records inside, so it never needs this module's decoder);
+the vectorised Arrow decoder that reads whole fetches without a Python object per record is
+``record_arrow``.
 
-* ``BatchView`` reads header fields straight out of the buffer at fixed offsets and checks the
-  CRC over a memoryview. A broker validates, stamps (base offset, leader epoch, log-append
-  time) and stores a client's bytes without ever touching the records inside.
-* ``encode_batch`` / ``decode_batch`` build and parse whole batches with their records
-  (producer, consumer, tests). The vectorised Arrow path lives in ``record_arrow``.
-
-Batch header (61 bytes, big endian)::
-
-     0 baseOffset i64 | 8 batchLength i32 | 12 partitionLeaderEpoch i32 | 16 magic i8 |
-    17 crc u32 (CRC-32C of bytes 21..end) | 21 attributes i16 | 23 lastOffsetDelta i32 |
-    27 baseTimestamp i64 | 35 maxTimestamp i64 | 43 producerId i64 | 51 producerEpoch i16 |
-    53 baseSequence i32 | 57 recordCount i32 | 61 records...
+Invariant: corrupt bytes never come back as records. ``decode_batch`` checks the CRC and the
+header before parsing, and the record parser checks every length against the record's and
+the section's end, so every failure is a CorruptRecordError / InvalidRecordError /
+UnsupportedCompressionError.
 """
 
 from __future__ import annotations
 
-import struct
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from enum import IntEnum
 
-from crc32c import crc32c
-
-from .errors import (
-    CorruptRecordError,
-    InvalidRecordError,
-    MalformedFrameError,
-    UnsupportedCompressionError,
+from .batch_header import (
+    BATCH_HEADER_SIZE,
+    COMPRESSION_MASK,
+    NO_PARTITION_LEADER_EPOCH,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    NO_TIMESTAMP,
+    BatchView,
+    Buffer,
+    Compression,
+    DerivedFields,
+    TimestampType,
+    iter_batch_views,
+    make_attributes,
+    write_header,
 )
+from .errors import CorruptRecordError, InvalidRecordError, MalformedFrameError
 from .primitives import decode_varint, encode_varint
 
 __all__ = [
-    "BATCH_HEADER_SIZE",
-    "LOG_OVERHEAD",
-    "MAGIC_V2",
-    "COMPRESSION_MASK",
-    "TIMESTAMP_TYPE_MASK",
-    "TRANSACTIONAL_MASK",
-    "CONTROL_MASK",
-    "DELETE_HORIZON_MASK",
-    "NO_PRODUCER_ID",
-    "NO_PRODUCER_EPOCH",
-    "NO_SEQUENCE",
-    "NO_PARTITION_LEADER_EPOCH",
-    "NO_TIMESTAMP",
-    "Compression",
-    "TimestampType",
-    "BatchView",
-    "iter_batch_views",
-    "set_base_offset",
-    "set_partition_leader_epoch",
-    "set_max_timestamp_and_type",
-    "refresh_crc",
     "Record",
     "RecordBatch",
     "encode_batch",
@@ -64,379 +48,8 @@ __all__ = [
     "decode_batches",
     "decode_records",
     "records_section",
-    "ControlRecordType",
-    "control_record_key",
-    "end_txn_marker_value",
-    "parse_control_record_key",
-    "parse_end_txn_marker",
-    "encode_control_batch",
 ]
 
-# ----------------------------------------------------------------------------- constants
-
-BATCH_HEADER_SIZE = 61
-LOG_OVERHEAD = 12  # baseOffset + batchLength: the bytes not counted by batchLength
-MAGIC_V2 = 2
-# smallest legal batchLength: a header with no records
-MIN_BATCH_LENGTH = BATCH_HEADER_SIZE - LOG_OVERHEAD  # 49
-
-COMPRESSION_MASK = 0x07
-TIMESTAMP_TYPE_MASK = 0x08
-TRANSACTIONAL_MASK = 0x10
-CONTROL_MASK = 0x20
-DELETE_HORIZON_MASK = 0x40
-
-NO_PRODUCER_ID = -1
-NO_PRODUCER_EPOCH = -1
-NO_SEQUENCE = -1
-NO_PARTITION_LEADER_EPOCH = -1
-NO_TIMESTAMP = -1
-
-# field offsets inside a batch
-BASE_OFFSET_OFFSET = 0
-BATCH_LENGTH_OFFSET = 8
-PARTITION_LEADER_EPOCH_OFFSET = 12
-MAGIC_OFFSET = 16
-CRC_OFFSET = 17
-ATTRIBUTES_OFFSET = 21
-LAST_OFFSET_DELTA_OFFSET = 23
-BASE_TIMESTAMP_OFFSET = 27
-MAX_TIMESTAMP_OFFSET = 35
-PRODUCER_ID_OFFSET = 43
-PRODUCER_EPOCH_OFFSET = 51
-BASE_SEQUENCE_OFFSET = 53
-RECORD_COUNT_OFFSET = 57
-RECORDS_OFFSET = 61
-
-_I8 = struct.Struct(">b")
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_U32 = struct.Struct(">I")
-_I64 = struct.Struct(">q")
-# the whole header in one call, for decode_batch
-HEADER_STRUCT = struct.Struct(">qiibIhiqqqhii")
-assert HEADER_STRUCT.size == BATCH_HEADER_SIZE
-
-_INT32_MAX = 0x7FFFFFFF
-
-
-class Compression(IntEnum):
-    NONE = 0
-    GZIP = 1
-    SNAPPY = 2
-    LZ4 = 3
-    ZSTD = 4
-
-
-class TimestampType(IntEnum):
-    NO_TIMESTAMP_TYPE = -1  # records API only; never stored in a v2 batch
-    CREATE_TIME = 0
-    LOG_APPEND_TIME = 1
-
-
-Buffer = bytes | bytearray | memoryview
-
-
-def _increment_sequence(sequence: int, increment: int) -> int:
-    """Kafka's sequence numbers wrap from INT32_MAX to 0."""
-    if sequence > _INT32_MAX - increment:
-        return increment - (_INT32_MAX - sequence) - 1
-    return sequence + increment
-
-
-# ----------------------------------------------------------------------------- BatchView
-
-
-class BatchView:
-    """Read-only view of ONE batch inside a larger buffer; nothing is copied.
-
-    Fields are read lazily from the buffer, so a view stays correct after the in-place
-    stamping helpers below rewrite the header of a ``bytearray``. The constructor checks only
-    what every later access relies on: the whole batch is present and magic is 2. Call
-    ``ensure_valid()`` for the CRC and the header-consistency checks.
-    """
-
-    __slots__ = ("_buf", "_pos", "_size")
-
-    def __init__(self, buf: Buffer, pos: int = 0) -> None:
-        mv = buf if isinstance(buf, memoryview) else memoryview(buf)
-        if mv.ndim != 1 or mv.itemsize != 1:
-            mv = mv.cast("B")
-        avail = len(mv) - pos
-        if pos < 0 or avail < BATCH_HEADER_SIZE:
-            raise CorruptRecordError(
-                f"truncated batch header at {pos}: {max(avail, 0)} of {BATCH_HEADER_SIZE} bytes"
-            )
-        batch_length = _I32.unpack_from(mv, pos + BATCH_LENGTH_OFFSET)[0]
-        if batch_length < MIN_BATCH_LENGTH:
-            raise CorruptRecordError(f"batch at {pos}: batchLength {batch_length} < 49")
-        size = LOG_OVERHEAD + batch_length
-        if avail < size:
-            raise CorruptRecordError(f"truncated batch at {pos}: {avail} of {size} bytes")
-        magic = mv[pos + MAGIC_OFFSET]
-        if magic != MAGIC_V2:
-            raise InvalidRecordError(f"batch at {pos}: magic {magic}, only magic 2 is supported")
-        self._buf = mv
-        self._pos = pos
-        self._size = size
-
-    # -- raw access
-    @property
-    def buffer(self) -> memoryview:
-        return self._buf
-
-    @property
-    def position(self) -> int:
-        return self._pos
-
-    def raw(self) -> memoryview:
-        """The batch's bytes (a slice of the underlying buffer, not a copy)."""
-        return self._buf[self._pos : self._pos + self._size]
-
-    def records_bytes(self) -> memoryview:
-        """The (possibly compressed) records section."""
-        return self._buf[self._pos + RECORDS_OFFSET : self._pos + self._size]
-
-    # -- header fields
-    @property
-    def base_offset(self) -> int:
-        return _I64.unpack_from(self._buf, self._pos)[0]
-
-    @property
-    def batch_length(self) -> int:
-        return self._size - LOG_OVERHEAD
-
-    @property
-    def size(self) -> int:
-        return self._size
-
-    @property
-    def partition_leader_epoch(self) -> int:
-        return _I32.unpack_from(self._buf, self._pos + PARTITION_LEADER_EPOCH_OFFSET)[0]
-
-    @property
-    def magic(self) -> int:
-        return self._buf[self._pos + MAGIC_OFFSET]
-
-    @property
-    def crc(self) -> int:
-        return _U32.unpack_from(self._buf, self._pos + CRC_OFFSET)[0]
-
-    @property
-    def attributes(self) -> int:
-        return _I16.unpack_from(self._buf, self._pos + ATTRIBUTES_OFFSET)[0]
-
-    @property
-    def compression(self) -> int:
-        """The codec id (0..7). Returned as a plain int because ids 5..7 are not
-        ``Compression`` members; ``Compression(view.compression)`` raises for them."""
-        return self._buf[self._pos + ATTRIBUTES_OFFSET + 1] & COMPRESSION_MASK
-
-    @property
-    def timestamp_type(self) -> TimestampType:
-        if self._buf[self._pos + ATTRIBUTES_OFFSET + 1] & TIMESTAMP_TYPE_MASK:
-            return TimestampType.LOG_APPEND_TIME
-        return TimestampType.CREATE_TIME
-
-    @property
-    def is_transactional(self) -> bool:
-        return bool(self._buf[self._pos + ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_MASK)
-
-    @property
-    def is_control(self) -> bool:
-        return bool(self._buf[self._pos + ATTRIBUTES_OFFSET + 1] & CONTROL_MASK)
-
-    @property
-    def has_delete_horizon(self) -> bool:
-        return bool(self._buf[self._pos + ATTRIBUTES_OFFSET + 1] & DELETE_HORIZON_MASK)
-
-    @property
-    def delete_horizon_ms(self) -> int:
-        """With the delete-horizon bit set, baseTimestamp holds the horizon (KIP-534)."""
-        return self.base_timestamp if self.has_delete_horizon else NO_TIMESTAMP
-
-    @property
-    def last_offset_delta(self) -> int:
-        return _I32.unpack_from(self._buf, self._pos + LAST_OFFSET_DELTA_OFFSET)[0]
-
-    @property
-    def last_offset(self) -> int:
-        return self.base_offset + self.last_offset_delta
-
-    @property
-    def next_offset(self) -> int:
-        return self.last_offset + 1
-
-    @property
-    def base_timestamp(self) -> int:
-        return _I64.unpack_from(self._buf, self._pos + BASE_TIMESTAMP_OFFSET)[0]
-
-    @property
-    def max_timestamp(self) -> int:
-        return _I64.unpack_from(self._buf, self._pos + MAX_TIMESTAMP_OFFSET)[0]
-
-    @property
-    def producer_id(self) -> int:
-        return _I64.unpack_from(self._buf, self._pos + PRODUCER_ID_OFFSET)[0]
-
-    @property
-    def producer_epoch(self) -> int:
-        return _I16.unpack_from(self._buf, self._pos + PRODUCER_EPOCH_OFFSET)[0]
-
-    @property
-    def base_sequence(self) -> int:
-        return _I32.unpack_from(self._buf, self._pos + BASE_SEQUENCE_OFFSET)[0]
-
-    @property
-    def last_sequence(self) -> int:
-        base = self.base_sequence
-        if base == NO_SEQUENCE:
-            return NO_SEQUENCE
-        return _increment_sequence(base, self.last_offset_delta)
-
-    @property
-    def record_count(self) -> int:
-        return _I32.unpack_from(self._buf, self._pos + RECORD_COUNT_OFFSET)[0]
-
-    @property
-    def has_producer_id(self) -> bool:
-        return self.producer_id != NO_PRODUCER_ID
-
-    # -- validation
-    def compute_crc(self) -> int:
-        return crc32c(self._buf[self._pos + ATTRIBUTES_OFFSET : self._pos + self._size])
-
-    def is_valid(self) -> bool:
-        return self.compute_crc() == self.crc
-
-    def ensure_valid(self) -> None:
-        """CRC first (a flipped bit anywhere in attributes..end is a CorruptRecordError),
-        then the header rules a well-behaved producer always satisfies."""
-        stored, computed = self.crc, self.compute_crc()
-        if stored != computed:
-            raise CorruptRecordError(
-                f"batch at offset {self.base_offset}: CRC mismatch "
-                f"(stored {stored:#010x}, computed {computed:#010x})"
-            )
-        self.ensure_consistent()
-
-    def ensure_consistent(self) -> None:
-        """Header-only consistency checks (no CRC)."""
-        count = self.record_count
-        if count < 0:
-            raise InvalidRecordError(f"batch at offset {self.base_offset}: recordCount {count}")
-        delta = self.last_offset_delta
-        if delta < 0 or (count > 0 and delta < count - 1):
-            raise InvalidRecordError(
-                f"batch at offset {self.base_offset}: lastOffsetDelta {delta} "
-                f"inconsistent with recordCount {count}"
-            )
-        if self.compression == Compression.NONE and count > 0:
-            # each record needs at least 7 bytes (length + attrs + 3 deltas + 2 lengths + count)
-            if count > (self._size - RECORDS_OFFSET) // 7:
-                raise InvalidRecordError(
-                    f"batch at offset {self.base_offset}: {count} records cannot fit in "
-                    f"{self._size - RECORDS_OFFSET} bytes"
-                )
-
-    def __repr__(self) -> str:
-        return (
-            f"BatchView(base_offset={self.base_offset}, last_offset_delta="
-            f"{self.last_offset_delta}, count={self.record_count}, size={self._size}, "
-            f"compression={self.compression}, attrs={self.attributes:#x})"
-        )
-
-
-def iter_batch_views(
-    buf: Buffer, pos: int = 0, end: int | None = None, *, allow_partial_tail: bool = False
-) -> Iterator[BatchView]:
-    """Walk concatenated batches in ``buf[pos:end]``.
-
-    A truncated or garbled batch raises CorruptRecordError (magic != 2 raises
-    InvalidRecordError). ``allow_partial_tail=True`` stops silently at an incomplete LAST
-    batch instead: Fetch responses are allowed to end mid-batch (the broker cuts at
-    max.partition.fetch.bytes), and consumers just drop that tail.
-    """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
-    if end is None:
-        end = len(mv)
-    elif end > len(mv):
-        raise CorruptRecordError(f"end {end} beyond buffer of {len(mv)} bytes")
-    if end != len(mv):
-        mv = mv[:end]
-    while pos < end:
-        if allow_partial_tail:
-            remaining = end - pos
-            if remaining < LOG_OVERHEAD:
-                return
-            length = _I32.unpack_from(mv, pos + BATCH_LENGTH_OFFSET)[0]
-            if length < MIN_BATCH_LENGTH:
-                raise CorruptRecordError(f"batch at {pos}: batchLength {length} < 49")
-            if remaining < LOG_OVERHEAD + length:
-                return
-        view = BatchView(mv, pos)
-        yield view
-        pos += view.size
-
-
-# ----------------------------------------------------------------------------- stamping
-
-
-def _check_stamp_target(buf: bytearray | memoryview, pos: int) -> None:
-    if isinstance(buf, bytes):
-        raise TypeError("in-place stamping needs a writable buffer (bytearray/memoryview)")
-    if pos < 0 or len(buf) - pos < BATCH_HEADER_SIZE:
-        raise CorruptRecordError(f"no batch header at {pos}")
-
-
-def set_base_offset(buf: bytearray | memoryview, pos: int, offset: int) -> None:
-    """baseOffset is outside the CRC range, so no CRC update is needed."""
-    _check_stamp_target(buf, pos)
-    _I64.pack_into(buf, pos + BASE_OFFSET_OFFSET, offset)
-
-
-def set_partition_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int) -> None:
-    """partitionLeaderEpoch is outside the CRC range too."""
-    _check_stamp_target(buf, pos)
-    _I32.pack_into(buf, pos + PARTITION_LEADER_EPOCH_OFFSET, epoch)
-
-
-def refresh_crc(buf: bytearray | memoryview, pos: int) -> int:
-    """Recompute and store the CRC of the batch at ``pos``; returns it."""
-    _check_stamp_target(buf, pos)
-    size = LOG_OVERHEAD + _I32.unpack_from(buf, pos + BATCH_LENGTH_OFFSET)[0]
-    if size < BATCH_HEADER_SIZE or len(buf) - pos < size:
-        raise CorruptRecordError(f"truncated batch at {pos}")
-    mv = memoryview(buf)
-    crc = crc32c(mv[pos + ATTRIBUTES_OFFSET : pos + size])
-    _U32.pack_into(buf, pos + CRC_OFFSET, crc)
-    return crc
-
-
-def set_max_timestamp_and_type(
-    buf: bytearray | memoryview, pos: int, ts: int, timestamp_type: TimestampType | int
-) -> None:
-    """Stamp maxTimestamp and the timestamp-type bit (log-append time), then fix the CRC.
-
-    Both live inside the CRC range; when nothing changes the CRC pass is skipped (what Kafka's
-    ``setMaxTimestamp`` does too)."""
-    _check_stamp_target(buf, pos)
-    attrs = _I16.unpack_from(buf, pos + ATTRIBUTES_OFFSET)[0]
-    if timestamp_type == TimestampType.LOG_APPEND_TIME:
-        new_attrs = attrs | TIMESTAMP_TYPE_MASK
-    elif timestamp_type == TimestampType.CREATE_TIME:
-        new_attrs = attrs & ~TIMESTAMP_TYPE_MASK
-    else:
-        raise ValueError(f"cannot stamp timestamp type {timestamp_type!r}")
-    old_ts = _I64.unpack_from(buf, pos + MAX_TIMESTAMP_OFFSET)[0]
-    if new_attrs == attrs and old_ts == ts:
-        return
-    _I16.pack_into(buf, pos + ATTRIBUTES_OFFSET, new_attrs)
-    _I64.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, ts)
-    refresh_crc(buf, pos)
-
-
-# ----------------------------------------------------------------------------- full codec
 #
 # Record layout inside the (decompressed) records section:
 #   length varint | attributes i8 | timestampDelta varlong | offsetDelta varint |
@@ -460,7 +73,10 @@ class Record:
 
 
 @dataclass(slots=True)
-class RecordBatch:
+class RecordBatch(DerivedFields):
+    """A decoded batch: its header fields and its records (``DerivedFields`` gives the
+    attribute bits, last offset and last sequence, as for ``BatchView``)."""
+
     base_offset: int
     partition_leader_epoch: int
     attributes: int
@@ -475,48 +91,8 @@ class RecordBatch:
     size: int = 0
 
     @property
-    def compression(self) -> int:
-        return self.attributes & COMPRESSION_MASK
-
-    @property
-    def timestamp_type(self) -> TimestampType:
-        if self.attributes & TIMESTAMP_TYPE_MASK:
-            return TimestampType.LOG_APPEND_TIME
-        return TimestampType.CREATE_TIME
-
-    @property
-    def is_transactional(self) -> bool:
-        return bool(self.attributes & TRANSACTIONAL_MASK)
-
-    @property
-    def is_control(self) -> bool:
-        return bool(self.attributes & CONTROL_MASK)
-
-    @property
-    def has_delete_horizon(self) -> bool:
-        return bool(self.attributes & DELETE_HORIZON_MASK)
-
-    @property
-    def delete_horizon_ms(self) -> int:
-        return self.base_timestamp if self.has_delete_horizon else NO_TIMESTAMP
-
-    @property
-    def last_offset(self) -> int:
-        return self.base_offset + self.last_offset_delta
-
-    @property
-    def next_offset(self) -> int:
-        return self.last_offset + 1
-
-    @property
     def record_count(self) -> int:
         return len(self.records)
-
-    @property
-    def last_sequence(self) -> int:
-        if self.base_sequence == NO_SEQUENCE:
-            return NO_SEQUENCE
-        return _increment_sequence(self.base_sequence, self.last_offset_delta)
 
 
 # zigzag varints of small values, precomputed: encoding is dominated by these calls
@@ -639,28 +215,24 @@ def encode_batch(
         if last_offset_delta < lod:
             raise InvalidRecordError("last_offset_delta below the last record's offset delta")
         lod = last_offset_delta
-    attrs = int(compression) & COMPRESSION_MASK
-    if int(compression) != attrs:
-        raise UnsupportedCompressionError(f"compression id {compression}")
+    attrs = make_attributes(
+        compression, log_append_time=timestamp_type == TimestampType.LOG_APPEND_TIME,
+        transactional=is_transactional, control=is_control,
+        delete_horizon=delete_horizon_ms is not None,
+    )
     if timestamp_type == TimestampType.LOG_APPEND_TIME:
-        attrs |= TIMESTAMP_TYPE_MASK
         max_ts = int(time.time() * 1000) if log_append_time is None else log_append_time
-    if is_transactional:
-        attrs |= TRANSACTIONAL_MASK
-    if is_control:
-        attrs |= CONTROL_MASK
-    if delete_horizon_ms is not None:
-        attrs |= DELETE_HORIZON_MASK
     payload = body if attrs & COMPRESSION_MASK == 0 else _codecs.compress(
         attrs & COMPRESSION_MASK, body, compression_level
     )
     out = bytearray(BATCH_HEADER_SIZE)
     out += payload
-    HEADER_STRUCT.pack_into(
-        out, 0, base_offset, len(out) - LOG_OVERHEAD, partition_leader_epoch, MAGIC_V2, 0,
-        attrs, lod, base_ts, max_ts, producer_id, producer_epoch, base_sequence, len(records),
+    write_header(
+        out, 0, len(out), base_offset=base_offset, partition_leader_epoch=partition_leader_epoch,
+        attributes=attrs, last_offset_delta=lod, base_timestamp=base_ts, max_timestamp=max_ts,
+        producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
+        record_count=len(records),
     )
-    _U32.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
     return bytes(out)
 
 
@@ -805,19 +377,19 @@ def decode_batch(buf: Buffer, pos: int = 0, *, verify_crc: bool = True) -> Recor
 
 
 def _decode_view(view: BatchView) -> RecordBatch:
-    (base_offset, _len, ple, _magic, crc, attrs, lod, base_ts, max_ts, pid, pepoch, bseq,
-     count) = HEADER_STRUCT.unpack_from(view.buffer, view.position)
-    data = records_section(view)
-    data = bytes(data)
-    lat = max_ts if attrs & TIMESTAMP_TYPE_MASK else None
-    records = decode_records(data, count, base_offset, base_ts, lat)
+    h = view.header()
+    data = bytes(records_section(view))
+    lat = h.max_timestamp if h.timestamp_type == TimestampType.LOG_APPEND_TIME else None
+    records = decode_records(data, h.record_count, h.base_offset, h.base_timestamp, lat)
+    lod = h.last_offset_delta
     for r in records:
         if not 0 <= r.offset_delta <= lod:  # type: ignore[operator]
             raise InvalidRecordError(
                 f"record offset delta {r.offset_delta} beyond lastOffsetDelta {lod}"
             )
     return RecordBatch(
-        base_offset, ple, attrs, lod, base_ts, max_ts, pid, pepoch, bseq, records, crc,
+        h.base_offset, h.partition_leader_epoch, h.attributes, lod, h.base_timestamp,
+        h.max_timestamp, h.producer_id, h.producer_epoch, h.base_sequence, records, h.crc,
         view.size,
     )
 
@@ -837,71 +409,3 @@ def decode_batches(
     return out
 
 
-# ----------------------------------------------------------------------------- control
-
-
-class ControlRecordType(IntEnum):
-    """Key ``type`` of a control record (ABORT/COMMIT are transaction markers; the others
-    belong to KRaft's metadata log)."""
-
-    ABORT = 0
-    COMMIT = 1
-    LEADER_CHANGE = 2
-    SNAPSHOT_HEADER = 3
-    SNAPSHOT_FOOTER = 4
-    KRAFT_VERSION = 5
-    KRAFT_VOTERS = 6
-
-
-_CONTROL_KEY = struct.Struct(">hh")  # version, type
-_END_TXN_VALUE = struct.Struct(">hi")  # version, coordinatorEpoch
-CONTROL_KEY_VERSION = 0
-END_TXN_MARKER_VERSION = 0
-
-
-def control_record_key(record_type: ControlRecordType | int) -> bytes:
-    return _CONTROL_KEY.pack(CONTROL_KEY_VERSION, int(record_type))
-
-
-def end_txn_marker_value(coordinator_epoch: int) -> bytes:
-    return _END_TXN_VALUE.pack(END_TXN_MARKER_VERSION, coordinator_epoch)
-
-
-def parse_control_record_key(key: Buffer | None) -> tuple[int, int]:
-    """(version, type); consumers must skip types they do not know."""
-    if key is None or len(key) < _CONTROL_KEY.size:
-        raise CorruptRecordError("control record key shorter than 4 bytes")
-    return _CONTROL_KEY.unpack_from(key, 0)
-
-
-def parse_end_txn_marker(record: Record) -> tuple[bool, int]:
-    """(is_commit, coordinator_epoch) of a transaction marker record."""
-    _version, rtype = parse_control_record_key(record.key)
-    if rtype not in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
-        raise InvalidRecordError(f"control record type {rtype} is not a transaction marker")
-    if record.value is None or len(record.value) < _END_TXN_VALUE.size:
-        raise CorruptRecordError("end-transaction marker value shorter than 6 bytes")
-    _vversion, coordinator_epoch = _END_TXN_VALUE.unpack_from(record.value, 0)
-    return rtype == ControlRecordType.COMMIT, coordinator_epoch
-
-
-def encode_control_batch(
-    commit: bool,
-    *,
-    producer_id: int,
-    producer_epoch: int,
-    coordinator_epoch: int = 0,
-    base_offset: int = 0,
-    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
-    timestamp: int | None = None,
-) -> bytes:
-    """A transaction marker batch (what WriteTxnMarkers appends): transactional + control,
-    one record whose key is (version 0, ABORT|COMMIT) and value (version 0, epoch)."""
-    rtype = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
-    rec = Record(
-        control_record_key(rtype), end_txn_marker_value(coordinator_epoch), [], timestamp
-    )
-    return encode_batch(
-        [rec], base_offset=base_offset, producer_id=producer_id, producer_epoch=producer_epoch,
-        is_transactional=True, is_control=True, partition_leader_epoch=partition_leader_epoch,
-    )

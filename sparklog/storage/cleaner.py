@@ -30,12 +30,8 @@ import logging
 import os
 from dataclasses import dataclass
 
-from sparklog.protocol.records import (
-    BatchView,
-    Record,
-    decode_batch,
-    encode_batch,
-)
+from sparklog.protocol.batch_header import BatchView
+from sparklog.protocol.records import Record, decode_batch, encode_batch
 
 from .partition_log import PartitionLog
 from .segment import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, LogSegment

@@ -46,6 +46,14 @@ from dataclasses import dataclass, field
 
 from crc32c import crc32c
 
+from sparklog.protocol.batch_header import (
+    BATCH_HEADER_SIZE,
+    CONTROL_MASK,
+    LOG_OVERHEAD,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
+    BatchView,
+)
 from sparklog.protocol.errors import (
     CorruptRecordError,
     FencedLeaderEpochError,
@@ -55,14 +63,6 @@ from sparklog.protocol.errors import (
     OffsetOutOfRangeError,
     RecordTooLargeError,
     UnsupportedCompressionError,
-)
-from sparklog.protocol.records import (
-    BATCH_HEADER_SIZE,
-    CONTROL_MASK,
-    LOG_OVERHEAD,
-    TIMESTAMP_TYPE_MASK,
-    TRANSACTIONAL_MASK,
-    BatchView,
 )
 
 from .backend import FileSlice, RemoteSegmentStore

@@ -21,8 +21,8 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from sparklog.protocol.batch_header import BATCH_HEADER_SIZE, LOG_OVERHEAD, BatchView
 from sparklog.protocol.errors import CorruptRecordError, InvalidRecordError
-from sparklog.protocol.records import BATCH_HEADER_SIZE, LOG_OVERHEAD, BatchView
 
 from .errors import CorruptIndexError
 from .offset_index import OffsetIndex

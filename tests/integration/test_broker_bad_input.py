@@ -45,7 +45,8 @@ def assert_healthy(cluster, kafka_wire, acked) -> None:
     fetched = w.call(1, 11, fetch_request(SENTINEL, [(0, 0)]))
     part = fetched.responses[0].partitions[0]
     assert part.error_code == 0 and part.high_watermark == len(acked)
-    from sparklog.protocol.records import decode_batch, iter_batch_views
+    from sparklog.protocol.batch_header import iter_batch_views
+    from sparklog.protocol.records import decode_batch
 
     keys = []
     for view in iter_batch_views(bytes(part.records)):

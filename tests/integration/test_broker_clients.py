@@ -51,7 +51,7 @@ def test_produce_10k_acks_all_then_assign_and_seek(cluster, client):
 
 def test_idempotent_producers_got_ids(cluster):
     """Every idempotent client's batches carry a producer id the broker handed out."""
-    from sparklog.protocol.records import iter_batch_views
+    from sparklog.protocol.batch_header import iter_batch_views
 
     topic = "keyed-kafka-python"
     p = cluster.broker.replica_manager.get(topic, 0)

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
+from sparklog.protocol.batch_header import iter_batch_views
 from sparklog.protocol.messages import API_BY_KEY, decode_response, encode_request
-from sparklog.protocol.records import iter_batch_views
 from tests.helpers.batches import make_batch
 from tests.helpers.requests import fetch_request, produce_request
 

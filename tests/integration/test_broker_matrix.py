@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from sparklog.protocol.records import Compression, iter_batch_views
+from sparklog.protocol.batch_header import Compression, iter_batch_views
 from tests.helpers.kafka_clients import (
     CLIENTS,
     Msg,

@@ -8,9 +8,10 @@ from __future__ import annotations
 import pytest
 
 from sparklog.broker.dispatch import load_handlers, registered
+from sparklog.protocol.batch_header import iter_batch_views
 from sparklog.protocol.errors import ErrorCode
 from sparklog.protocol.messages import API_BY_KEY
-from sparklog.protocol.records import Record, decode_batch, encode_batch, iter_batch_views
+from sparklog.protocol.records import Record, decode_batch, encode_batch
 from tests.helpers.requests import produce_request
 from tests.helpers.wire import KafkaWire
 

@@ -4,8 +4,8 @@ import pyarrow as pa
 import pytest
 
 from sparklog.client.arrow_decode import FETCH_SCHEMA, batch_sizes, decode_fetched
+from sparklog.protocol.control_records import encode_control_batch
 from sparklog.protocol.errors import CorruptRecordError
-from sparklog.protocol.records import encode_control_batch
 from tests.helpers.batches import make_batch
 
 

@@ -8,15 +8,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sparklog.protocol import record_arrow as ra
+from sparklog.protocol import record_arrow_fixed
+from sparklog.protocol.batch_header import Compression, TimestampType
+from sparklog.protocol.control_records import encode_control_batch
 from sparklog.protocol.errors import CorruptRecordError
-from sparklog.protocol.records import (
-    Compression,
-    Record,
-    TimestampType,
-    decode_batches,
-    encode_batch,
-    encode_control_batch,
-)
+from sparklog.protocol.records import Record, decode_batches, encode_batch
 from tests.helpers.strategies import record_st
 
 
@@ -76,13 +72,13 @@ def test_piecewise_uniform_batches(n, key_len, val_len, jitter, nulls):
         ))
     raw = b"".join(encode_batch(recs[i:i + 700], base_offset=i) for i in range(0, n, 700))
     want = expected_rows(raw)
-    saved = ra._PY_LAYOUT_MAX_RUNS
+    saved = record_arrow_fixed.PY_LAYOUT_MAX_RUNS
     try:
         for limit in (0, 1 << 20):  # vectorised and Python layout detection
-            ra._PY_LAYOUT_MAX_RUNS = limit
+            record_arrow_fixed.PY_LAYOUT_MAX_RUNS = limit
             assert rows_of(ra.decode_batches_to_arrow(raw)) == want
     finally:
-        ra._PY_LAYOUT_MAX_RUNS = saved
+        record_arrow_fixed.PY_LAYOUT_MAX_RUNS = saved
 
 
 def test_many_headers_and_long_varints():
@@ -125,8 +121,8 @@ def test_invalid_utf8_header_key_is_corrupt():
     raw = bytearray(encode_batch([Record(b"k", b"v", [("ab", b"x")], timestamp=1)]))
     i = raw.index(b"ab")
     raw[i] = 0xFF
-    from sparklog.protocol.records import refresh_crc
-    refresh_crc(raw, 0)
+    from sparklog.protocol.batch_header import stamp_crc
+    stamp_crc(raw, 0)
     with pytest.raises(CorruptRecordError):
         ra.decode_batches_to_arrow(bytes(raw))
 

@@ -7,8 +7,8 @@ import pyarrow as pa
 import pytest
 from kafka.record.default_records import DefaultRecordBatch
 
+from sparklog.protocol.batch_header import BatchView
 from sparklog.protocol.record_arrow_encode import encode_batches
-from sparklog.protocol.records import BatchView
 
 HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 

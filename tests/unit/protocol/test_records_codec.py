@@ -4,20 +4,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sparklog.protocol.errors import InvalidRecordError
-from sparklog.protocol.records import (
-    BatchView,
-    Compression,
+from sparklog.protocol.batch_header import BatchView, Compression, TimestampType
+from sparklog.protocol.control_records import (
     ControlRecordType,
-    Record,
-    TimestampType,
-    decode_batch,
-    decode_batches,
-    encode_batch,
     encode_control_batch,
     parse_control_record_key,
     parse_end_txn_marker,
 )
+from sparklog.protocol.errors import InvalidRecordError
+from sparklog.protocol.records import Record, decode_batch, decode_batches, encode_batch
 from tests.helpers.strategies import record_st
 
 CODECS = list(Compression)

@@ -8,19 +8,14 @@ import random
 
 import pytest
 
+from sparklog.protocol.batch_header import Compression, stamp_crc
 from sparklog.protocol.errors import (
     CorruptRecordError,
     InvalidRecordError,
     SparklogError,
     UnsupportedCompressionError,
 )
-from sparklog.protocol.records import (
-    Compression,
-    Record,
-    decode_batch,
-    encode_batch,
-    refresh_crc,
-)
+from sparklog.protocol.records import Record, decode_batch, encode_batch
 
 TYPED = (CorruptRecordError, InvalidRecordError)
 UNPROTECTED = set(range(0, 8)) | set(range(12, 16))
@@ -115,7 +110,7 @@ def test_garbage_with_valid_crc_is_typed(codec, name, decode):
             continue
         bad = bytearray(raw)
         bad[pos] ^= rng.randrange(1, 256)
-        refresh_crc(bad, 0)
+        stamp_crc(bad, 0)
         try:
             decode(bytes(bad))
         except (*TYPED, UnsupportedCompressionError):
@@ -146,7 +141,7 @@ def test_random_bytes_never_crash_untyped():
                                rng.choice([0, 0, 0, 1, 2, 3, 4, 8]), max(count - 1, 0),
                                0, 0, -1, -1, -1, count)
             buf = bytearray(hdr + body)
-            refresh_crc(buf, 0)
+            stamp_crc(buf, 0)
             data = bytes(buf)
         else:
             data = body

@@ -7,7 +7,8 @@ identically with sparklog (per-record decoder and the Arrow decoder)."""
 
 import pytest
 
-from sparklog.protocol.records import BatchView, Compression, Record, decode_batch, encode_batch
+from sparklog.protocol.batch_header import BatchView, Compression
+from sparklog.protocol.records import Record, decode_batch, encode_batch
 
 default_records = pytest.importorskip("kafka.record.default_records")
 kcodec = pytest.importorskip("kafka.codec")
@@ -109,7 +110,7 @@ def test_arrow_decoder_agrees_with_kafka_python(codec):
 
 @pytest.mark.parametrize("commit", [True, False])
 def test_control_batch_reads_as_kafka_python_control_record(commit):
-    from sparklog.protocol.records import encode_control_batch
+    from sparklog.protocol.control_records import encode_control_batch
 
     raw = encode_control_batch(commit, producer_id=42, producer_epoch=3, coordinator_epoch=9,
                                base_offset=77, timestamp=1234)
@@ -120,15 +121,11 @@ def test_control_batch_reads_as_kafka_python_control_record(commit):
 
 
 def test_log_append_time_stamp_reads_in_kafka_python():
-    from sparklog.protocol.records import (
-        TimestampType,
-        set_base_offset,
-        set_max_timestamp_and_type,
-    )
+    from sparklog.protocol.batch_header import stamp_log_append_time, stamp_offset_and_epoch
 
     raw = bytearray(build_with_kafka_python(make_records(50), Compression.LZ4))
-    set_base_offset(raw, 0, 5000)
-    set_max_timestamp_and_type(raw, 0, 1_800_000_000_000, TimestampType.LOG_APPEND_TIME)
+    stamp_offset_and_epoch(raw, 0, 5000, 3)
+    stamp_log_append_time(raw, 0, 1_800_000_000_000)
     batch, got = read_with_kafka_python(bytes(raw))
     assert batch.timestamp_type == 1 and batch.base_offset == 5000
     assert [g[0] for g in got] == list(range(5000, 5050))

@@ -5,18 +5,17 @@ import struct
 import pytest
 from crc32c import crc32c
 
-from sparklog.protocol.errors import CorruptRecordError, InvalidRecordError
-from sparklog.protocol.records import (
+from sparklog.protocol.batch_header import (
     BATCH_HEADER_SIZE,
     BatchView,
     Compression,
     TimestampType,
     iter_batch_views,
-    refresh_crc,
-    set_base_offset,
-    set_max_timestamp_and_type,
-    set_partition_leader_epoch,
+    stamp_crc,
+    stamp_log_append_time,
+    stamp_offset_and_epoch,
 )
+from sparklog.protocol.errors import CorruptRecordError, InvalidRecordError
 
 default_records = pytest.importorskip("kafka.record.default_records")
 
@@ -59,12 +58,11 @@ def test_iter_views_and_partial_tail():
 def test_stamping_in_place_keeps_crc_valid():
     buf = bytearray(b"\0" * 7 + kp_batch(3))
     pos = 7
-    set_base_offset(buf, pos, 1_000_000)
-    set_partition_leader_epoch(buf, pos, 9)
+    stamp_offset_and_epoch(buf, pos, 1_000_000, 9)
     v = BatchView(buf, pos)
     assert (v.base_offset, v.last_offset, v.next_offset) == (1_000_000, 1_000_002, 1_000_003)
     assert v.partition_leader_epoch == 9 and v.is_valid()
-    set_max_timestamp_and_type(buf, pos, 55_555, TimestampType.LOG_APPEND_TIME)
+    stamp_log_append_time(buf, pos, 55_555)
     assert v.max_timestamp == 55_555 and v.timestamp_type == TimestampType.LOG_APPEND_TIME
     assert v.is_valid() and v.crc == crc32c(bytes(buf[pos + 21 :]))
     # kafka-python agrees after our stamping
@@ -72,7 +70,7 @@ def test_stamping_in_place_keeps_crc_valid():
     assert kp.validate_crc() and kp.timestamp_type == 1 and kp.max_timestamp == 55_555
     buf[pos + 40] ^= 1
     assert not v.is_valid()
-    refresh_crc(buf, pos)
+    stamp_crc(buf, pos)
     assert v.is_valid()
 
 
@@ -90,7 +88,7 @@ def test_bad_magic_and_truncation_are_typed():
 def test_inconsistent_header_is_invalid_record():
     raw = bytearray(kp_batch(3))
     struct.pack_into(">i", raw, 57, -1)  # recordCount
-    refresh_crc(raw, 0)
+    stamp_crc(raw, 0)
     with pytest.raises(InvalidRecordError):
         BatchView(raw).ensure_valid()
     raw = bytearray(kp_batch(3))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sparklog.protocol.records import iter_batch_views
+from sparklog.protocol.batch_header import iter_batch_views
 from sparklog.storage import PartitionLog
 from sparklog.storage.leader_epoch import LeaderEpochCache
 from tests.helpers.batches import make_batch, read_all, read_records

@@ -8,6 +8,7 @@ import struct
 
 import pytest
 
+from sparklog.protocol.batch_header import BatchView, iter_batch_views
 from sparklog.protocol.errors import (
     CorruptRecordError,
     InvalidConfigError,
@@ -15,7 +16,7 @@ from sparklog.protocol.errors import (
     OffsetOutOfRangeError,
     RecordTooLargeError,
 )
-from sparklog.protocol.records import BatchView, decode_batches, iter_batch_views
+from sparklog.protocol.records import decode_batches
 from sparklog.storage import LogConfig, PartitionLog
 from sparklog.storage.partition_log import (
     EARLIEST_TIMESTAMP,

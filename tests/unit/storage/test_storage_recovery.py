@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from sparklog.protocol.records import iter_batch_views
+from sparklog.protocol.batch_header import iter_batch_views
 from sparklog.storage import LogConfig, PartitionLog
 from tests.helpers.batches import make_batch
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 
-from sparklog.protocol.records import iter_batch_views
+from sparklog.protocol.batch_header import iter_batch_views
 from sparklog.storage import LogConfig, PartitionLog
 from tests.helpers.batches import make_batch
 

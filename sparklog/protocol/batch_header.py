@@ -1,0 +1,597 @@
+"""The RecordBatch v2 header: its one definition, and what a broker does to it.
+
+Every layer reads this header: the codecs (``records``, ``record_arrow``,
+``record_arrow_encode``), the log (validation, stamping, recovery, index scans) and the
+client's fetch path. None of them spells out an offset or a struct format of its own; they
+use what this module declares::
+
+     0 baseOffset i64 | 8 batchLength i32 | 12 partitionLeaderEpoch i32 | 16 magic i8 |
+    17 crc u32 (CRC-32C of bytes 21..end) | 21 attributes i16 | 23 lastOffsetDelta i32 |
+    27 baseTimestamp i64 | 35 maxTimestamp i64 | 43 producerId i64 | 51 producerEpoch i16 |
+    53 baseSequence i32 | 57 recordCount i32 | 61 records...
+
+Attributes: bits 0-2 codec, 3 timestamp type (log-append time), 4 transactional, 5 control,
+6 delete horizon set (KIP-534: baseTimestamp then holds the horizon).
+
+What is here, by use:
+
+* ``HEADER`` / ``read_header`` / ``BatchHeader``: all thirteen fields in one struct call,
+  for loops that look at every batch (validation, scans, decoding).
+* ``BatchView``: a read-only view of one batch inside a larger buffer; fields are read
+  lazily, so a view follows the in-place stamping below.
+* ``validate_batches`` / ``check_crcs``: the checks every batch a log stores must pass, one
+  unpack and one combined comparison per batch; only a failing batch pays for finding out
+  which rule it broke.
+* ``write_header``, ``stamp_offset_and_epoch``, ``stamp_log_append_time``, ``stamp_crc``:
+  building a header, and the broker's stamping of a client's batch (base offset, partition
+  leader epoch, and under LogAppendTime the timestamp-type bit and maxTimestamp).
+
+Invariants:
+
+* baseOffset, batchLength and partitionLeaderEpoch lie before byte 21, outside the CRC;
+  stamping them never needs a CRC pass. attributes and maxTimestamp lie inside it, so
+  ``stamp_log_append_time`` recomputes the CRC.
+* A header is trusted only after ``validate_batches`` or ``BatchView`` checked that its whole
+  batch is present, its length >= 49 (``MIN_BATCH_LENGTH``) and its magic 2.
+* Stamping works on a writable buffer holding the header at ``pos``; the records may be in
+  another buffer (``records=``): the log stamps a 61-byte copy of each header and writes
+  the client's record bytes untouched.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from enum import IntEnum
+from typing import NamedTuple
+
+from crc32c import crc32c
+
+from .errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    RecordTooLargeError,
+    UnsupportedCompressionError,
+)
+
+__all__ = [
+    "BATCH_HEADER_SIZE",
+    "LOG_OVERHEAD",
+    "MIN_BATCH_LENGTH",
+    "MAGIC_V2",
+    "HEADER",
+    "COMPRESSION_MASK",
+    "TIMESTAMP_TYPE_MASK",
+    "TRANSACTIONAL_MASK",
+    "CONTROL_MASK",
+    "DELETE_HORIZON_MASK",
+    "NO_PRODUCER_ID",
+    "NO_PRODUCER_EPOCH",
+    "NO_SEQUENCE",
+    "NO_PARTITION_LEADER_EPOCH",
+    "NO_TIMESTAMP",
+    "Buffer",
+    "Compression",
+    "TimestampType",
+    "BatchHeader",
+    "BatchView",
+    "batch_size",
+    "check_crcs",
+    "increment_sequence",
+    "iter_batch_views",
+    "make_attributes",
+    "read_header",
+    "stamp_crc",
+    "stamp_log_append_time",
+    "stamp_offset_and_epoch",
+    "validate_batches",
+    "write_header",
+]
+
+Buffer = bytes | bytearray | memoryview
+
+BATCH_HEADER_SIZE = 61
+LOG_OVERHEAD = 12  # baseOffset + batchLength: the bytes batchLength does not count
+MIN_BATCH_LENGTH = BATCH_HEADER_SIZE - LOG_OVERHEAD  # 49: a header with no records
+MAGIC_V2 = 2
+
+# field offsets inside a batch
+BASE_OFFSET_OFFSET = 0
+BATCH_LENGTH_OFFSET = 8
+PARTITION_LEADER_EPOCH_OFFSET = 12
+MAGIC_OFFSET = 16
+CRC_OFFSET = 17
+ATTRIBUTES_OFFSET = 21  # also where the CRC range starts
+LAST_OFFSET_DELTA_OFFSET = 23
+BASE_TIMESTAMP_OFFSET = 27
+MAX_TIMESTAMP_OFFSET = 35
+PRODUCER_ID_OFFSET = 43
+PRODUCER_EPOCH_OFFSET = 51
+BASE_SEQUENCE_OFFSET = 53
+RECORD_COUNT_OFFSET = 57
+RECORDS_OFFSET = BATCH_HEADER_SIZE
+
+COMPRESSION_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08
+TRANSACTIONAL_MASK = 0x10
+CONTROL_MASK = 0x20
+DELETE_HORIZON_MASK = 0x40
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+NO_PARTITION_LEADER_EPOCH = -1
+NO_TIMESTAMP = -1
+
+# the whole header in one call; field order as in BatchHeader
+HEADER = struct.Struct(">qiibIhiqqqhii")
+assert HEADER.size == BATCH_HEADER_SIZE
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_U32 = struct.Struct(">I")
+_I64 = struct.Struct(">q")
+
+_INT32_MAX = 0x7FFFFFFF
+_MAX_KNOWN_CODEC = 4  # zstd
+
+
+class Compression(IntEnum):
+    NONE = 0
+    GZIP = 1
+    SNAPPY = 2
+    LZ4 = 3
+    ZSTD = 4
+
+
+class TimestampType(IntEnum):
+    NO_TIMESTAMP_TYPE = -1  # records API only; never stored in a v2 batch
+    CREATE_TIME = 0
+    LOG_APPEND_TIME = 1
+
+
+def increment_sequence(sequence: int, increment: int) -> int:
+    """Kafka's sequence numbers wrap from INT32_MAX to 0."""
+    if sequence > _INT32_MAX - increment:
+        return increment - (_INT32_MAX - sequence) - 1
+    return sequence + increment
+
+
+def make_attributes(
+    compression: Compression | int, *, log_append_time: bool = False,
+    transactional: bool = False, control: bool = False, delete_horizon: bool = False,
+) -> int:
+    """The attributes field; a codec id that does not fit its three bits is refused."""
+    attrs = int(compression) & COMPRESSION_MASK
+    if int(compression) != attrs:
+        raise UnsupportedCompressionError(f"compression id {compression}")
+    if log_append_time:
+        attrs |= TIMESTAMP_TYPE_MASK
+    if transactional:
+        attrs |= TRANSACTIONAL_MASK
+    if control:
+        attrs |= CONTROL_MASK
+    if delete_horizon:
+        attrs |= DELETE_HORIZON_MASK
+    return attrs
+
+
+# ----------------------------------------------------------------------------- snapshot
+
+
+class DerivedFields:
+    """What the raw fields mean (attribute bits, last offset, last sequence), defined once
+    for every class that carries a header: ``BatchHeader``, ``BatchView`` and the decoded
+    ``records.RecordBatch`` provide ``attributes``, ``base_offset``, ``last_offset_delta``,
+    ``base_timestamp`` and ``base_sequence``."""
+
+    __slots__ = ()
+    attributes: int
+    base_offset: int
+    last_offset_delta: int
+    base_timestamp: int
+    base_sequence: int
+
+    @property
+    def compression(self) -> int:
+        """The codec id (0..7). A plain int because ids 5..7 are not ``Compression``
+        members; ``Compression(x.compression)`` raises for them."""
+        return self.attributes & COMPRESSION_MASK
+
+    @property
+    def timestamp_type(self) -> TimestampType:
+        if self.attributes & TIMESTAMP_TYPE_MASK:
+            return TimestampType.LOG_APPEND_TIME
+        return TimestampType.CREATE_TIME
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_MASK)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_MASK)
+
+    @property
+    def has_delete_horizon(self) -> bool:
+        return bool(self.attributes & DELETE_HORIZON_MASK)
+
+    @property
+    def delete_horizon_ms(self) -> int:
+        """With the delete-horizon bit set, baseTimestamp holds the horizon (KIP-534)."""
+        return self.base_timestamp if self.has_delete_horizon else NO_TIMESTAMP
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def last_sequence(self) -> int:
+        base = self.base_sequence
+        if base == NO_SEQUENCE:
+            return NO_SEQUENCE
+        return increment_sequence(base, self.last_offset_delta)
+
+
+class _HeaderTuple(NamedTuple):
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+
+
+class BatchHeader(_HeaderTuple, DerivedFields):
+    """All header fields of one batch, as ``HEADER`` unpacks them (same order)."""
+
+    __slots__ = ()
+
+    @property
+    def size(self) -> int:
+        return LOG_OVERHEAD + self.batch_length
+
+
+_make_header = BatchHeader._make
+_unpack_header = HEADER.unpack_from
+
+
+def read_header(buf: Buffer, pos: int = 0) -> BatchHeader:
+    """The header at ``pos``, unchecked (``buf`` must hold 61 bytes there)."""
+    return _make_header(_unpack_header(buf, pos))
+
+
+def batch_size(buf: Buffer, pos: int = 0) -> int:
+    """The size of the batch at ``pos`` as its header declares it (12 bytes must be there)."""
+    return LOG_OVERHEAD + _I32.unpack_from(buf, pos + BATCH_LENGTH_OFFSET)[0]
+
+
+# ----------------------------------------------------------------------------- view
+
+
+class BatchView(DerivedFields):
+    """Read-only view of ONE batch inside a larger buffer; nothing is copied.
+
+    Fields are read lazily from the buffer, so a view stays correct after the stamping
+    functions below rewrite the header of a ``bytearray``. The constructor checks only what
+    every later access relies on: the whole batch is present and magic is 2. Call
+    ``ensure_valid()`` for the CRC and the header-consistency checks.
+    """
+
+    __slots__ = ("_buf", "_pos", "_size")
+
+    def __init__(self, buf: Buffer, pos: int = 0) -> None:
+        mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+        if mv.ndim != 1 or mv.itemsize != 1:
+            mv = mv.cast("B")
+        avail = len(mv) - pos
+        if pos < 0 or avail < BATCH_HEADER_SIZE:
+            raise CorruptRecordError(
+                f"truncated batch header at {pos}: {max(avail, 0)} of {BATCH_HEADER_SIZE} bytes"
+            )
+        batch_length = _I32.unpack_from(mv, pos + BATCH_LENGTH_OFFSET)[0]
+        if batch_length < MIN_BATCH_LENGTH:
+            raise CorruptRecordError(f"batch at {pos}: batchLength {batch_length} < 49")
+        size = LOG_OVERHEAD + batch_length
+        if avail < size:
+            raise CorruptRecordError(f"truncated batch at {pos}: {avail} of {size} bytes")
+        magic = mv[pos + MAGIC_OFFSET]
+        if magic != MAGIC_V2:
+            raise InvalidRecordError(f"batch at {pos}: magic {magic}, only magic 2 is supported")
+        self._buf = mv
+        self._pos = pos
+        self._size = size
+
+    # -- raw access
+    @property
+    def buffer(self) -> memoryview:
+        return self._buf
+
+    @property
+    def position(self) -> int:
+        return self._pos
+
+    def raw(self) -> memoryview:
+        """The batch's bytes (a slice of the underlying buffer, not a copy)."""
+        return self._buf[self._pos : self._pos + self._size]
+
+    def records_bytes(self) -> memoryview:
+        """The (possibly compressed) records section."""
+        return self._buf[self._pos + RECORDS_OFFSET : self._pos + self._size]
+
+    def header(self) -> BatchHeader:
+        """Every header field at once (one struct call)."""
+        return read_header(self._buf, self._pos)
+
+    # -- header fields
+    @property
+    def base_offset(self) -> int:
+        return _I64.unpack_from(self._buf, self._pos)[0]
+
+    @property
+    def batch_length(self) -> int:
+        return self._size - LOG_OVERHEAD
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    @property
+    def partition_leader_epoch(self) -> int:
+        return _I32.unpack_from(self._buf, self._pos + PARTITION_LEADER_EPOCH_OFFSET)[0]
+
+    @property
+    def magic(self) -> int:
+        return self._buf[self._pos + MAGIC_OFFSET]
+
+    @property
+    def crc(self) -> int:
+        return _U32.unpack_from(self._buf, self._pos + CRC_OFFSET)[0]
+
+    @property
+    def attributes(self) -> int:
+        return _I16.unpack_from(self._buf, self._pos + ATTRIBUTES_OFFSET)[0]
+
+    @property
+    def last_offset_delta(self) -> int:
+        return _I32.unpack_from(self._buf, self._pos + LAST_OFFSET_DELTA_OFFSET)[0]
+
+    @property
+    def base_timestamp(self) -> int:
+        return _I64.unpack_from(self._buf, self._pos + BASE_TIMESTAMP_OFFSET)[0]
+
+    @property
+    def max_timestamp(self) -> int:
+        return _I64.unpack_from(self._buf, self._pos + MAX_TIMESTAMP_OFFSET)[0]
+
+    @property
+    def producer_id(self) -> int:
+        return _I64.unpack_from(self._buf, self._pos + PRODUCER_ID_OFFSET)[0]
+
+    @property
+    def producer_epoch(self) -> int:
+        return _I16.unpack_from(self._buf, self._pos + PRODUCER_EPOCH_OFFSET)[0]
+
+    @property
+    def base_sequence(self) -> int:
+        return _I32.unpack_from(self._buf, self._pos + BASE_SEQUENCE_OFFSET)[0]
+
+    @property
+    def record_count(self) -> int:
+        return _I32.unpack_from(self._buf, self._pos + RECORD_COUNT_OFFSET)[0]
+
+    @property
+    def has_producer_id(self) -> bool:
+        return self.producer_id != NO_PRODUCER_ID
+
+    # -- validation
+    def compute_crc(self) -> int:
+        return crc32c(self._buf[self._pos + ATTRIBUTES_OFFSET : self._pos + self._size])
+
+    def is_valid(self) -> bool:
+        return self.compute_crc() == self.crc
+
+    def ensure_valid(self) -> None:
+        """CRC first (a flipped bit anywhere in attributes..end is a CorruptRecordError),
+        then the header rules a well-behaved producer always satisfies."""
+        stored, computed = self.crc, self.compute_crc()
+        if stored != computed:
+            raise CorruptRecordError(
+                f"batch at offset {self.base_offset}: CRC mismatch "
+                f"(stored {stored:#010x}, computed {computed:#010x})"
+            )
+        self.ensure_consistent()
+
+    def ensure_consistent(self) -> None:
+        """Header-only consistency checks (no CRC)."""
+        count = self.record_count
+        if count < 0:
+            raise InvalidRecordError(f"batch at offset {self.base_offset}: recordCount {count}")
+        delta = self.last_offset_delta
+        if delta < 0 or (count > 0 and delta < count - 1):
+            raise InvalidRecordError(
+                f"batch at offset {self.base_offset}: lastOffsetDelta {delta} "
+                f"inconsistent with recordCount {count}"
+            )
+        if self.compression == Compression.NONE and count > 0:
+            # each record needs at least 7 bytes (length + attrs + 3 deltas + 2 lengths + count)
+            if count > (self._size - RECORDS_OFFSET) // 7:
+                raise InvalidRecordError(
+                    f"batch at offset {self.base_offset}: {count} records cannot fit in "
+                    f"{self._size - RECORDS_OFFSET} bytes"
+                )
+
+    def __repr__(self) -> str:
+        return (
+            f"BatchView(base_offset={self.base_offset}, last_offset_delta="
+            f"{self.last_offset_delta}, count={self.record_count}, size={self._size}, "
+            f"compression={self.compression}, attrs={self.attributes:#x})"
+        )
+
+
+def iter_batch_views(
+    buf: Buffer, pos: int = 0, end: int | None = None, *, allow_partial_tail: bool = False
+) -> Iterator[BatchView]:
+    """Walk concatenated batches in ``buf[pos:end]``.
+
+    A truncated or garbled batch raises CorruptRecordError (magic != 2 raises
+    InvalidRecordError). ``allow_partial_tail=True`` stops silently at an incomplete LAST
+    batch instead: Fetch responses are allowed to end mid-batch (the broker cuts at
+    max.partition.fetch.bytes), and consumers just drop that tail.
+    """
+    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    if end is None:
+        end = len(mv)
+    elif end > len(mv):
+        raise CorruptRecordError(f"end {end} beyond buffer of {len(mv)} bytes")
+    if end != len(mv):
+        mv = mv[:end]
+    while pos < end:
+        if allow_partial_tail:
+            remaining = end - pos
+            if remaining < LOG_OVERHEAD:
+                return
+            length = _I32.unpack_from(mv, pos + BATCH_LENGTH_OFFSET)[0]
+            if length < MIN_BATCH_LENGTH:
+                raise CorruptRecordError(f"batch at {pos}: batchLength {length} < 49")
+            if remaining < LOG_OVERHEAD + length:
+                return
+        view = BatchView(mv, pos)
+        yield view
+        pos += view.size
+
+
+# ----------------------------------------------------------------------------- validation
+
+
+def validate_batches(
+    mv: memoryview, max_batch_size: int = _INT32_MAX, *, verify_crc: bool = True
+) -> list[tuple[int, BatchHeader]]:
+    """(position, header) of every batch in ``mv``, which they must fill exactly.
+
+    Checks, in this order, per batch: whole (length >= 49, inside ``mv``), magic 2, size
+    <= ``max_batch_size`` (RecordTooLargeError), a known codec (UnsupportedCompressionError),
+    lastOffsetDelta and recordCount >= 0, then the CRC unless ``verify_crc`` is False (the
+    log applies the producer rules first, then ``check_crcs``). Nothing in the records
+    section is read except by the CRC."""
+    out: list[tuple[int, BatchHeader]] = []
+    n = len(mv)
+    pos = 0
+    unpack = _unpack_header
+    make = _make_header
+    while pos < n:
+        if n - pos < BATCH_HEADER_SIZE:
+            raise CorruptRecordError(
+                f"truncated batch at position {pos}: {n - pos} bytes, header needs "
+                f"{BATCH_HEADER_SIZE}")
+        hdr = make(unpack(mv, pos))
+        length = hdr[1]
+        size = LOG_OVERHEAD + length
+        if not (length >= MIN_BATCH_LENGTH and pos + size <= n and hdr[3] == MAGIC_V2
+                and size <= max_batch_size and hdr[5] & COMPRESSION_MASK <= _MAX_KNOWN_CODEC
+                and hdr[6] >= 0 and hdr[12] >= 0):
+            _raise_malformed(hdr, pos, n, max_batch_size)
+        if verify_crc and crc32c(mv[pos + ATTRIBUTES_OFFSET : pos + size]) != hdr[4]:
+            raise CorruptRecordError(f"batch at position {pos}: CRC mismatch")
+        out.append((pos, hdr))
+        pos += size
+    return out
+
+
+def check_crcs(mv: memoryview, batches: list[tuple[int, BatchHeader]]) -> None:
+    """The CRC pass ``validate_batches(verify_crc=False)`` left out."""
+    for pos, hdr in batches:
+        if crc32c(mv[pos + ATTRIBUTES_OFFSET : pos + LOG_OVERHEAD + hdr[1]]) != hdr[4]:
+            raise CorruptRecordError(f"batch at position {pos}: CRC mismatch")
+
+
+def _raise_malformed(hdr: BatchHeader, pos: int, n: int, limit: int) -> None:
+    size = hdr.size
+    if hdr.batch_length < MIN_BATCH_LENGTH or pos + size > n:
+        raise CorruptRecordError(
+            f"batch at position {pos} declares {size} bytes, {n - pos} present")
+    if hdr.magic != MAGIC_V2:
+        raise InvalidRecordError(
+            f"batch at position {pos} has magic {hdr.magic}; only 2 is supported")
+    if size > limit:
+        raise RecordTooLargeError(f"batch of {size} bytes exceeds max.message.bytes {limit}")
+    if hdr.compression > _MAX_KNOWN_CODEC:
+        raise UnsupportedCompressionError(f"compression id {hdr.compression}")
+    raise InvalidRecordError(f"batch at position {pos}: invalid offset delta/count")
+
+
+# ----------------------------------------------------------------------------- writing
+
+
+def write_header(
+    buf: bytearray | memoryview, pos: int, end: int, *, base_offset: int,
+    partition_leader_epoch: int, attributes: int, last_offset_delta: int,
+    base_timestamp: int, max_timestamp: int, producer_id: int, producer_epoch: int,
+    base_sequence: int, record_count: int,
+) -> None:
+    """Write the header of the batch ``buf[pos:end]`` (records already in place after the
+    61 header bytes), CRC included."""
+    HEADER.pack_into(
+        buf, pos, base_offset, end - pos - LOG_OVERHEAD, partition_leader_epoch, MAGIC_V2, 0,
+        attributes, last_offset_delta, base_timestamp, max_timestamp, producer_id,
+        producer_epoch, base_sequence, record_count,
+    )
+    _U32.pack_into(buf, pos + CRC_OFFSET, crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : end]))
+
+
+def _check_stamp_target(buf: bytearray | memoryview, pos: int) -> None:
+    if isinstance(buf, bytes):
+        raise TypeError("in-place stamping needs a writable buffer (bytearray/memoryview)")
+    if pos < 0 or len(buf) - pos < BATCH_HEADER_SIZE:
+        raise CorruptRecordError(f"no batch header at {pos}")
+
+
+def stamp_offset_and_epoch(
+    buf: bytearray | memoryview, pos: int, base_offset: int, partition_leader_epoch: int
+) -> None:
+    """Assign the batch its base offset and the leader's epoch (both outside the CRC)."""
+    _check_stamp_target(buf, pos)
+    _I64.pack_into(buf, pos + BASE_OFFSET_OFFSET, base_offset)
+    _I32.pack_into(buf, pos + PARTITION_LEADER_EPOCH_OFFSET, partition_leader_epoch)
+
+
+def stamp_crc(buf: bytearray | memoryview, pos: int, records: Buffer | None = None) -> int:
+    """Recompute and store the CRC of the batch whose header is at ``buf[pos:]``; returns it.
+
+    The records are the batch's bytes after the header in ``buf``, or ``records`` when the
+    header is a copy kept apart from them."""
+    _check_stamp_target(buf, pos)
+    if records is None:
+        size = batch_size(buf, pos)
+        if size < BATCH_HEADER_SIZE or len(buf) - pos < size:
+            raise CorruptRecordError(f"truncated batch at {pos}")
+        crc = crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : pos + size])
+    else:
+        crc = crc32c(records, crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : pos + RECORDS_OFFSET]))
+    _U32.pack_into(buf, pos + CRC_OFFSET, crc)
+    return crc
+
+
+def stamp_log_append_time(
+    buf: bytearray | memoryview, pos: int, now_ms: int, records: Buffer | None = None
+) -> None:
+    """LogAppendTime: set the timestamp-type bit and maxTimestamp to ``now_ms``, then the
+    CRC (both fields are inside its range); the records themselves are untouched. Like
+    Kafka's ``setMaxTimestamp``, a header that already says so keeps its CRC."""
+    _check_stamp_target(buf, pos)
+    attrs = _I16.unpack_from(buf, pos + ATTRIBUTES_OFFSET)[0]
+    if attrs & TIMESTAMP_TYPE_MASK and _I64.unpack_from(buf, pos + MAX_TIMESTAMP_OFFSET)[0] == now_ms:
+        return
+    _I16.pack_into(buf, pos + ATTRIBUTES_OFFSET, attrs | TIMESTAMP_TYPE_MASK)
+    _I64.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, now_ms)
+    stamp_crc(buf, pos, records)

@@ -25,6 +25,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from sparklog.protocol.batch_header import ATTRIBUTES_OFFSET  # noqa: E402
 from sparklog.protocol.records import Record, encode_batch  # noqa: E402
 from sparklog.storage import LogConfig, PartitionLog  # noqa: E402
 
@@ -53,7 +54,7 @@ def raw_write_crc(path: str, batch: bytes, count: int) -> float:
     """The floor for a broker that must validate: CRC-32C of each batch, then write()."""
     from crc32c import crc32c
 
-    mv = memoryview(batch)[21:]
+    mv = memoryview(batch)[ATTRIBUTES_OFFSET:]
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     t0 = time.perf_counter()
     for _ in range(count):

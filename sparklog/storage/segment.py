@@ -3,8 +3,8 @@
 The base offset is <= the least offset in this segment and > every offset in earlier
 segments; files are named by it, zero-padded to 20 digits so ``ls`` sorts them numerically.
 The ``.log`` file is concatenated RecordBatch v2 bytes exactly as a Kafka broker stores them
-(the batch header layout is in ``sparklog.protocol.records``): no framing of our own, no
-padding. Only the active (last) segment is appended to, with one ``pwritev`` per append;
+(the batch header layout is in ``sparklog.protocol.batch_header``): no framing of our own,
+no padding. Only the active (last) segment is appended to, with one ``pwritev`` per append;
 sealed segments are immutable until retention or compaction replaces them whole.
 
 This class is not thread-safe; the owning ``PartitionLog`` holds its lock around every call
@@ -16,12 +16,21 @@ from __future__ import annotations
 
 import logging
 import os
-import struct
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from sparklog.protocol.batch_header import BATCH_HEADER_SIZE, LOG_OVERHEAD, BatchView
+from sparklog.protocol.batch_header import (
+    BATCH_HEADER_SIZE,
+    HEADER,
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    MIN_BATCH_LENGTH,
+    BatchHeader,
+    BatchView,
+    batch_size,
+    read_header,
+)
 from sparklog.protocol.errors import CorruptRecordError, InvalidRecordError
 
 from .errors import CorruptIndexError
@@ -58,10 +67,6 @@ _IOV_MAX = 1024
 _SCAN_CHUNK = 65536
 _SCAN_MIN = 512
 _RECOVER_CHUNK = 4 << 20
-# base offset, batch length, leader epoch, magic, crc, attributes, last offset delta,
-# base timestamp, max timestamp, producer id, producer epoch, base sequence, record count
-_HEADER = struct.Struct(">qiibIhiqqqhii")
-_LEN = struct.Struct(">i")
 
 
 def filename_prefix(offset: int) -> str:
@@ -90,6 +95,15 @@ class RecoveryResult:
     valid_bytes: int
     dropped_bytes: int
     error: str | None
+
+
+class _DamagedBatch(Exception):
+    """``_checked_batches`` met a batch that is not whole or not valid at ``position``."""
+
+    def __init__(self, position: int, reason: str) -> None:
+        super().__init__(reason)
+        self.position = position
+        self.reason = reason
 
 
 class LogSegment:
@@ -215,7 +229,7 @@ class LogSegment:
         end = self.size if end_pos is None else end_pos
         pos = start_pos
         fd = self.fd
-        unpack = _HEADER.unpack_from
+        unpack = HEADER.unpack_from
         chunk_size = _SCAN_MIN
         while pos + BATCH_HEADER_SIZE <= end:
             chunk = os.pread(fd, min(chunk_size, end - pos), pos)
@@ -225,7 +239,7 @@ class LogSegment:
             while i + BATCH_HEADER_SIZE <= n:
                 base, length, _ple, _m, _c, _a, lod, _bt, max_ts = unpack(chunk, i)[:9]
                 size = LOG_OVERHEAD + length
-                if length < 49 or pos + i + size > end:
+                if length < MIN_BATCH_LENGTH or pos + i + size > end:
                     return
                 yield BatchPosition(pos + i, base, base + lod, size, max_ts)
                 i += size
@@ -243,6 +257,11 @@ class LogSegment:
 
     def read_batch_bytes(self, position: int, size: int) -> bytes:
         return os.pread(self.fd, size, position)
+
+    def read_header(self, position: int) -> BatchHeader | None:
+        """The header of the batch at ``position`` (None past the end of the file)."""
+        data = os.pread(self.fd, BATCH_HEADER_SIZE, position)
+        return read_header(data) if len(data) == BATCH_HEADER_SIZE else None
 
     # ------------------------------------------------------------------ load / recover
     def load(self, next_base: int | None) -> None:
@@ -283,15 +302,54 @@ class LogSegment:
         self._load_first_timestamp()
 
     def _entry_is_batch_start(self, offset: int, position: int) -> bool:
-        hdr = os.pread(self.fd, BATCH_HEADER_SIZE, position)
-        if len(hdr) < BATCH_HEADER_SIZE:
-            return False
-        base, length, _e, magic, _c, _a, lod = _HEADER.unpack_from(hdr)[:7]
-        return magic == 2 and length >= 49 and base <= offset <= base + lod
+        h = self.read_header(position)
+        return (h is not None and h.magic == MAGIC_V2 and h.batch_length >= MIN_BATCH_LENGTH
+                and h.base_offset <= offset <= h.last_offset)
 
     def _load_first_timestamp(self) -> None:
-        if self.size >= BATCH_HEADER_SIZE:
-            self.first_batch_timestamp = _HEADER.unpack_from(os.pread(self.fd, BATCH_HEADER_SIZE, 0))[8]
+        h = self.read_header(0) if self.size >= BATCH_HEADER_SIZE else None
+        if h is not None:
+            self.first_batch_timestamp = h.max_timestamp
+
+    def _checked_batches(self, end: int) -> Iterator[tuple[int, BatchView]]:
+        """(position, view) of each batch from position 0 to ``end``, CRC and header
+        checked, read in chunks of at least 4 MiB (a larger batch gets a chunk of its own).
+        Raises ``_DamagedBatch`` at the first batch that is not whole or not valid."""
+        pos = 0
+        want = _RECOVER_CHUNK
+        expected_end = end
+        while pos < end:
+            data = os.pread(self.fd, min(want, end - pos), pos)
+            if len(data) < min(want, end - pos):
+                end = pos + len(data)  # the file is shorter than ``size`` says
+            mv = memoryview(data)
+            i, n = 0, len(data)
+            want = _RECOVER_CHUNK
+            while i < n:
+                at = pos + i
+                if n - i < LOG_OVERHEAD:
+                    if pos + n >= end:
+                        raise _DamagedBatch(at, f"truncated batch header at position {at}")
+                    break
+                size = batch_size(mv, i)
+                if size < BATCH_HEADER_SIZE:
+                    raise _DamagedBatch(at, f"batch length {size - LOG_OVERHEAD} at position {at}")
+                if n - i < size:
+                    if at + size > end:
+                        raise _DamagedBatch(
+                            at, f"torn batch at position {at}: {end - at} of {size} bytes")
+                    want = max(_RECOVER_CHUNK, size)
+                    break
+                try:
+                    view = BatchView(mv, i)
+                    view.ensure_valid()
+                except (CorruptRecordError, InvalidRecordError) as exc:
+                    raise _DamagedBatch(at, f"invalid batch at position {at}: {exc}") from None
+                yield at, view
+                i += size
+            pos += i
+        if end < expected_end:
+            raise _DamagedBatch(end, f"file ends at position {end}, before {expected_end}")
 
     def recover(self, on_batch: Callable[[BatchView], None] | None = None, *,
                 truncate: bool = True, min_offset: int | None = None,
@@ -306,44 +364,17 @@ class LogSegment:
         self.corrupt_position = self.corrupt_offset = None
         file_size = os.fstat(self.fd).st_size
         expected = self.base_offset if min_offset is None else max(min_offset, self.base_offset)
-        pos = 0
+        pos = 0  # end of the valid prefix
         error: str | None = None
         interval = self.index_interval_bytes
-        want = _RECOVER_CHUNK
-        while pos < file_size and error is None:
-            data = os.pread(self.fd, min(want, file_size - pos), pos)
-            mv = memoryview(data)
-            i, n = 0, len(data)
-            want = _RECOVER_CHUNK
-            while i < n:
-                if n - i < LOG_OVERHEAD:
-                    if pos + n >= file_size:
-                        error = f"truncated batch header at position {pos + i}"
-                    break
-                (length,) = _LEN.unpack_from(mv, i + 8)
-                size = LOG_OVERHEAD + length
-                if length < 49:
-                    error = f"batch length {length} at position {pos + i}"
-                    break
-                if n - i < size:
-                    if pos + i + size > file_size:
-                        error = f"torn batch at position {pos + i}: {file_size - pos - i} of {size} bytes"
-                    else:
-                        want = max(_RECOVER_CHUNK, size)
-                    break
-                try:
-                    view = BatchView(mv, i)
-                    view.ensure_valid()
-                except (CorruptRecordError, InvalidRecordError) as exc:
-                    error = f"invalid batch at position {pos + i}: {exc}"
-                    break
+        try:
+            for p, view in self._checked_batches(file_size):
                 base, last, max_ts = view.base_offset, view.last_offset, view.max_timestamp
                 if (base < expected or (contiguous and base != expected)
                         or last - self.base_offset > _INT32_MAX):
-                    error = (f"batch offsets {base}..{last} at position {pos + i} do not follow "
+                    error = (f"batch offsets {base}..{last} at position {p} do not follow "
                              f"offset {expected}")
                     break
-                p = pos + i
                 if max_ts > self.max_timestamp:
                     self.max_timestamp, self.offset_of_max_timestamp = max_ts, last
                 if p == 0:
@@ -352,13 +383,13 @@ class LogSegment:
                     self.offset_index.append(last, p)
                     self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
                     self.bytes_since_last_index = 0
-                self.bytes_since_last_index += size
+                self.bytes_since_last_index += view.size
                 if on_batch is not None:
                     on_batch(view)
                 expected = last + 1
-                i += size
-            pos += i
-            del mv
+                pos = p + view.size
+        except _DamagedBatch as damage:
+            error = damage.reason
         self.next_offset = expected if pos > 0 else self.base_offset
         dropped = file_size - pos
         if error is not None:
@@ -379,39 +410,14 @@ class LogSegment:
 
         Returns the position of the first bad batch and records it in ``corrupt_position``
         (reads stop there), or None when the segment is sound."""
-        end = self.size
-        pos = 0
         expected = self.base_offset
-        while pos < end:
-            data = os.pread(self.fd, min(_RECOVER_CHUNK, end - pos), pos)
-            mv = memoryview(data)
-            i, n = 0, len(data)
-            while i < n:
-                if n - i < LOG_OVERHEAD:
-                    break
-                (length,) = _LEN.unpack_from(mv, i + 8)
-                size = LOG_OVERHEAD + length
-                if length < 49 or pos + i + size > end:
-                    return self._mark_corrupt(pos + i, expected, f"bad batch length {length}")
-                if n - i < size:
-                    if i == 0:  # one batch larger than the chunk
-                        data = os.pread(self.fd, size, pos)
-                        mv, n = memoryview(data), len(data)
-                        continue
-                    break
-                try:
-                    view = BatchView(mv, i)
-                    view.ensure_valid()
-                except (CorruptRecordError, InvalidRecordError) as exc:
-                    return self._mark_corrupt(pos + i, expected, str(exc))
+        try:
+            for p, view in self._checked_batches(self.size):
                 if view.base_offset < expected:
-                    return self._mark_corrupt(pos + i, expected, "offsets out of order")
+                    return self._mark_corrupt(p, expected, "offsets out of order")
                 expected = view.next_offset
-                i += size
-            if i == 0:
-                return self._mark_corrupt(pos, expected, "truncated batch")
-            pos += i
-            del mv
+        except _DamagedBatch as damage:
+            return self._mark_corrupt(damage.position, expected, damage.reason)
         return None
 
     def _mark_corrupt(self, position: int, offset: int, why: str) -> int:

@@ -8,9 +8,9 @@ what a batch sent to a broker needs: a 1970 timestamp would be old enough for re
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Sequence
 
+from sparklog.protocol.batch_header import stamp_offset_and_epoch
 from sparklog.protocol.records import Record, RecordBatch, decode_batches, encode_batch
 from sparklog.storage import PartitionLog
 
@@ -51,6 +51,5 @@ def read_records(log: PartitionLog) -> list[Record]:
 def strip_stamped(raw: bytes) -> bytes:
     """A batch with the fields a broker stamps (base offset, leader epoch) zeroed."""
     b = bytearray(raw)
-    struct.pack_into(">q", b, 0, 0)
-    struct.pack_into(">i", b, 12, 0)
+    stamp_offset_and_epoch(b, 0, 0, 0)
     return bytes(b)

@@ -9,17 +9,16 @@ the connection is closed, which is the only way Kafka can tell an acks=0 produce
 from __future__ import annotations
 
 import logging
-import struct
 from typing import Any
 
 from sparklog.broker.dispatch import ApiKey, RequestContext, api_spec, register
 from sparklog.broker.server import CloseConnection
+from sparklog.protocol.batch_header import LOG_OVERHEAD, batch_size
 from sparklog.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
 
 MIN_SERVED_VERSION = 3
-_BATCH_LEN = struct.Struct(">i")
 
 
 @register(ApiKey.PRODUCE, 0, 10)
@@ -55,7 +54,7 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any:
                 failed = True
                 continue
             records = pd.records
-            if len(records) >= 12 and 12 + _BATCH_LEN.unpack_from(records, 8)[0] < len(records):
+            if len(records) >= LOG_OVERHEAD and batch_size(records) < len(records):
                 # Kafka: "Produce requests with version 3 are only allowed to contain exactly
                 # one record batch" (every client sends one per partition)
                 parts.append(PartResp(index=pd.index, error_code=int(ErrorCode.INVALID_RECORD),

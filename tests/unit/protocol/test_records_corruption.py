@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from sparklog.protocol.batch_header import Compression, stamp_crc
+from sparklog.protocol.batch_header import BATCH_HEADER_SIZE, Compression, stamp_crc, write_header
 from sparklog.protocol.errors import (
     CorruptRecordError,
     InvalidRecordError,
@@ -128,8 +128,6 @@ def test_truncations_are_typed(name, decode):
 def test_random_bytes_never_crash_untyped():
     """Arbitrary bytes (some shaped like a batch header with a valid CRC) only ever raise
     typed errors or decode to nothing."""
-    import struct as _struct
-
     from sparklog.protocol.records import decode_batches
 
     rng = random.Random(5)
@@ -137,11 +135,11 @@ def test_random_bytes_never_crash_untyped():
         body = rng.randbytes(rng.randrange(0, 300))
         if i % 2:  # a plausible header around the garbage, CRC made valid
             count = rng.randrange(0, 40)
-            hdr = _struct.pack(">qiibIhiqqqhii", 0, 49 + len(body), 0, 2, 0,
-                               rng.choice([0, 0, 0, 1, 2, 3, 4, 8]), max(count - 1, 0),
-                               0, 0, -1, -1, -1, count)
-            buf = bytearray(hdr + body)
-            stamp_crc(buf, 0)
+            buf = bytearray(BATCH_HEADER_SIZE) + body
+            write_header(buf, 0, len(buf), base_offset=0, partition_leader_epoch=0,
+                         attributes=rng.choice([0, 0, 0, 1, 2, 3, 4, 8]),
+                         last_offset_delta=max(count - 1, 0), base_timestamp=0, max_timestamp=0,
+                         producer_id=-1, producer_epoch=-1, base_sequence=-1, record_count=count)
             data = bytes(buf)
         else:
             data = body

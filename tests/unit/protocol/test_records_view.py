@@ -6,7 +6,9 @@ import pytest
 from crc32c import crc32c
 
 from sparklog.protocol.batch_header import (
+    ATTRIBUTES_OFFSET,
     BATCH_HEADER_SIZE,
+    RECORD_COUNT_OFFSET,
     BatchView,
     Compression,
     TimestampType,
@@ -64,7 +66,7 @@ def test_stamping_in_place_keeps_crc_valid():
     assert v.partition_leader_epoch == 9 and v.is_valid()
     stamp_log_append_time(buf, pos, 55_555)
     assert v.max_timestamp == 55_555 and v.timestamp_type == TimestampType.LOG_APPEND_TIME
-    assert v.is_valid() and v.crc == crc32c(bytes(buf[pos + 21 :]))
+    assert v.is_valid() and v.crc == crc32c(bytes(buf[pos + ATTRIBUTES_OFFSET :]))
     # kafka-python agrees after our stamping
     kp = default_records.DefaultRecordBatch(bytes(buf[pos:]))
     assert kp.validate_crc() and kp.timestamp_type == 1 and kp.max_timestamp == 55_555
@@ -87,7 +89,7 @@ def test_bad_magic_and_truncation_are_typed():
 
 def test_inconsistent_header_is_invalid_record():
     raw = bytearray(kp_batch(3))
-    struct.pack_into(">i", raw, 57, -1)  # recordCount
+    struct.pack_into(">i", raw, RECORD_COUNT_OFFSET, -1)
     stamp_crc(raw, 0)
     with pytest.raises(InvalidRecordError):
         BatchView(raw).ensure_valid()

@@ -7,8 +7,9 @@ synchronous.
 
 from sparklog.client.admin import AdminClient, NewTopic, OffsetSpec
 from sparklog.client.consumer import Consumer, ConsumerRecord
-from sparklog.client.metadata import PartitionMetadata, TopicMetadata, TopicPartition
+from sparklog.client.metadata import PartitionMetadata, TopicMetadata
 from sparklog.client.producer import DeliveryError, Producer, ProducerInterceptor, RecordMetadata
+from sparklog.protocol.topic_partition import TopicPartition
 
 __all__ = [
     "AdminClient",

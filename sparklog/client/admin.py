@@ -24,7 +24,7 @@ from sparklog.client.consumer import (
     list_offsets,
 )
 from sparklog.client.core import AsyncClient
-from sparklog.client.metadata import BrokerMetadata, TopicMetadata, TopicPartition
+from sparklog.client.metadata import BrokerMetadata, TopicMetadata
 from sparklog.protocol.errors import ErrorCode, KafkaError, error_for_code
 from sparklog.protocol.messages.admin import (
     AlterConfigsRequest,
@@ -40,6 +40,7 @@ from sparklog.protocol.messages.groups import (
     ListGroupsRequest,
 )
 from sparklog.protocol.messages.metadata import DescribeClusterRequest
+from sparklog.protocol.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from sparklog.client.metadata import TopicPartition
 from sparklog.protocol.primitives import Reader, Writer
+from sparklog.protocol.topic_partition import TopicPartition
 
 __all__ = [
     "Subscription",

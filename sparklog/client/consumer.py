@@ -41,7 +41,6 @@ from sparklog.client.connection import (
     KafkaTimeoutError,
 )
 from sparklog.client.core import STALE_METADATA, AsyncClient, conf_bool, conf_int
-from sparklog.client.metadata import TopicPartition
 from sparklog.protocol.errors import (
     ErrorCode,
     KafkaError,
@@ -58,6 +57,7 @@ from sparklog.protocol.messages.groups import (
     SyncGroupRequest,
 )
 from sparklog.protocol.messages.offsets import OffsetCommitRequest, OffsetFetchRequest
+from sparklog.protocol.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from sparklog.client.connection import (
     KafkaTimeoutError,
     parse_host_port,
 )
-from sparklog.client.metadata import ClusterMetadata, TopicMetadata, TopicPartition
+from sparklog.client.metadata import ClusterMetadata, TopicMetadata
 from sparklog.protocol.errors import (
     ErrorCode,
     KafkaError,
@@ -29,6 +29,7 @@ from sparklog.protocol.errors import (
 from sparklog.protocol.messages import API_BY_KEY
 from sparklog.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from sparklog.protocol.messages.metadata import MetadataRequest
+from sparklog.protocol.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 

@@ -9,20 +9,16 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
+
+from sparklog.protocol.topic_partition import TopicPartition
 
 __all__ = [
-    "TopicPartition",
     "BrokerMetadata",
     "PartitionMetadata",
     "TopicMetadata",
     "ClusterMetadata",
 ]
-
-
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,7 +30,6 @@ import pyarrow as pa
 
 from sparklog.client.connection import EventLoopThread, KafkaConnectionError, KafkaTimeoutError
 from sparklog.client.core import AsyncClient, conf_bool, conf_int
-from sparklog.client.metadata import TopicPartition
 from sparklog.client.partitioner import Partitioner
 from sparklog.protocol.compression import codec_for_name
 from sparklog.protocol.errors import (
@@ -49,6 +48,7 @@ from sparklog.protocol.record_arrow_encode import (
     encode_batches,
 )
 from sparklog.protocol.records import Record, encode_batch
+from sparklog.protocol.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 

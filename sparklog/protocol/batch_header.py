@@ -91,6 +91,7 @@ __all__ = [
     "BatchView",
     "DerivedFields",
     "batch_size",
+    "byte_view",
     "check_crcs",
     "increment_sequence",
     "iter_batch_views",
@@ -281,6 +282,14 @@ _make_header = BatchHeader._make
 _unpack_header = HEADER.unpack_from
 
 
+def byte_view(buf: Buffer) -> memoryview:
+    """``buf`` as a flat memoryview of bytes (no copy)."""
+    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    if mv.ndim != 1 or mv.itemsize != 1:
+        mv = mv.cast("B")
+    return mv
+
+
 def read_header(buf: Buffer, pos: int = 0) -> BatchHeader:
     """The header at ``pos``, unchecked (``buf`` must hold 61 bytes there)."""
     return _make_header(_unpack_header(buf, pos))
@@ -306,9 +315,7 @@ class BatchView(DerivedFields):
     __slots__ = ("_buf", "_pos", "_size")
 
     def __init__(self, buf: Buffer, pos: int = 0) -> None:
-        mv = buf if isinstance(buf, memoryview) else memoryview(buf)
-        if mv.ndim != 1 or mv.itemsize != 1:
-            mv = mv.cast("B")
+        mv = byte_view(buf)
         avail = len(mv) - pos
         if pos < 0 or avail < BATCH_HEADER_SIZE:
             raise CorruptRecordError(

@@ -4,16 +4,16 @@ format"). Knows record batches, nothing of brokers or sockets."""
 
 from .backend import FileSlice, LocalSegmentStore, RemoteSegmentStore, SegmentStore
 from .log_config import LogConfig
-from .log_manager import LogManager
-from .partition_log import (
+from .log_info import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
     AppendInfo,
     FetchDataInfo,
-    PartitionLog,
     TimestampAndOffset,
 )
+from .log_manager import LogManager
+from .partition_log import PartitionLog
 
 __all__ = [
     "AppendInfo",

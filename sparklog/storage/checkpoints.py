@@ -39,6 +39,7 @@ import os
 import uuid
 
 from sparklog.protocol.errors import KafkaStorageError
+from sparklog.protocol.topic_partition import TopicPartition
 
 __all__ = [
     "atomic_write",
@@ -136,21 +137,21 @@ def _parse_counted(path: str, lines: list[str], fields: int) -> list[list[str]]:
     return out
 
 
-def read_offset_checkpoint(path: str) -> dict[tuple[str, int], int]:
+def read_offset_checkpoint(path: str) -> dict[TopicPartition, int]:
     """(topic, partition) -> offset; a missing file is empty."""
     lines = _read_lines(path)
     if lines is None:
         return {}
-    out: dict[tuple[str, int], int] = {}
+    out: dict[TopicPartition, int] = {}
     for topic, partition, offset in _parse_counted(path, lines, 3):
         try:
-            out[(topic, int(partition))] = int(offset)
+            out[TopicPartition(topic, int(partition))] = int(offset)
         except ValueError as exc:
             raise KafkaStorageError(f"malformed entry in checkpoint {path}") from exc
     return out
 
 
-def write_offset_checkpoint(path: str, entries: dict[tuple[str, int], int]) -> None:
+def write_offset_checkpoint(path: str, entries: dict[TopicPartition, int]) -> None:
     lines = [str(_VERSION), str(len(entries))]
     lines += [f"{t} {p} {o}" for (t, p), o in sorted(entries.items())]
     atomic_write(path, "\n".join(lines) + "\n")
@@ -162,10 +163,10 @@ class OffsetCheckpointFile:
     def __init__(self, path: str) -> None:
         self.path = path
 
-    def read(self) -> dict[tuple[str, int], int]:
+    def read(self) -> dict[TopicPartition, int]:
         return read_offset_checkpoint(self.path)
 
-    def write(self, entries: dict[tuple[str, int], int]) -> None:
+    def write(self, entries: dict[TopicPartition, int]) -> None:
         write_offset_checkpoint(self.path, entries)
 
 

@@ -18,8 +18,8 @@ One pass over a log:
 4. Swap crash-safely. The output is written as ``<base>.log.cleaned`` (+ indexes) and fsynced,
    renamed to ``.swap``, the replaced segments are renamed ``.deleted`` (deleted after
    ``file.delete.delay.ms``; open readers keep their descriptors) and the ``.swap`` becomes the
-   live ``.log``. On open, ``PartitionLog`` deletes ``.cleaned`` leftovers and completes a swap
-   whose ``.log.swap`` exists (see ``PartitionLog._complete_swap``).
+   live ``.log``. On open, ``log_loader`` deletes ``.cleaned`` leftovers and completes a swap
+   whose ``.log.swap`` exists (see ``LogLoader._complete_swap``).
 
 Offsets never change; the log start offset is untouched; the active segment is never read.
 """

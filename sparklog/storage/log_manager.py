@@ -30,6 +30,7 @@ import uuid
 from collections.abc import Callable
 
 from sparklog.protocol.errors import KafkaStorageError
+from sparklog.protocol.topic_partition import TopicPartition
 
 from .checkpoints import (
     CLEAN_SHUTDOWN_MARKER,
@@ -46,14 +47,12 @@ from .checkpoints import (
     write_offset_checkpoint,
 )
 from .log_config import LogConfig
-from .partition_log import PartitionLog, parse_topic_partition
+from .log_loader import parse_topic_partition
+from .partition_log import PartitionLog
 
 __all__ = ["LogManager"]
 
 log = logging.getLogger(__name__)
-
-TopicPartition = tuple[str, int]
-
 
 class LogManager:
     def __init__(
@@ -177,7 +176,7 @@ class LogManager:
     # ------------------------------------------------------------------ log table
     def get_log(self, topic: str, partition: int) -> PartitionLog | None:
         with self._lock:
-            return self._logs.get((topic, partition))
+            return self._logs.get(TopicPartition(topic, partition))
 
     def logs(self) -> dict[TopicPartition, PartitionLog]:
         with self._lock:
@@ -192,7 +191,7 @@ class LogManager:
                 raise KafkaStorageError("log manager is shut down")
             if config is not None:
                 self.topic_configs[topic] = config
-            tp = (topic, partition)
+            tp = TopicPartition(topic, partition)
             existing = self._logs.get(tp)
             if existing is not None:
                 if config is not None and existing.config != config:
@@ -221,7 +220,7 @@ class LogManager:
         """Close the log and remove its directory (renamed ``...-delete`` first, so a crash
         mid-removal leaves nothing that loads as a partition). False when absent."""
         with self._lock:
-            tp = (topic, partition)
+            tp = TopicPartition(topic, partition)
             plog = self._logs.pop(tp, None)
             d = self._log_dir_of.pop(tp, None)
         if plog is None or d is None:
@@ -240,7 +239,7 @@ class LogManager:
 
     def log_dir_of(self, topic: str, partition: int) -> str | None:
         with self._lock:
-            return self._log_dir_of.get((topic, partition))
+            return self._log_dir_of.get(TopicPartition(topic, partition))
 
     # ------------------------------------------------------------------ scheduler
     def start(self) -> None:

@@ -1,8 +1,11 @@
-"""One partition's log: a sequence of ``LogSegment`` s in ``<log dir>/<topic>-<partition>/``.
+"""One partition's log: a sequence of ``LogSegment`` s in ``<log dir>/<topic>-<partition>/``
+(Kafka's ``UnifiedLog``): append, read, roll, truncate, retention, flush.
 
-Layer below: ``LogSegment`` (one .log + indexes). Layer above: the broker's replica manager
-(which decides who leads, moves the high watermark and answers fetches) and ``LogManager``
-(which opens logs, runs retention/compaction/flush and writes checkpoints).
+Beside it, as in Kafka: ``log_loader`` opens the directory (crash leftovers, recovery,
+producer-state rebuild), ``log_validator`` checks and stamps what an append brings,
+``log_info`` holds what the calls answer. Layer below: ``LogSegment`` (one .log + indexes).
+Layer above: the broker's replica manager (who leads, HW moves, fetches) and ``LogManager``
+(opens logs, runs retention/compaction/flush, writes checkpoints).
 
 Files in the partition directory: ``<base>.log`` / ``.index`` / ``.timeindex`` (see
 ``segment``, ``offset_index``, ``time_index``), ``<offset>.snapshot`` (``producer_state``),
@@ -10,11 +13,17 @@ Files in the partition directory: ``<base>.log`` / ``.index`` / ``.timeindex`` (
 Transient names: ``.cleaned`` (compaction output being written), ``.swap`` (compaction output
 complete, replacing segments), ``.deleted`` (waiting ``file.delete.delay.ms``).
 
-Offsets: ``log_start_offset`` <= ``high_watermark`` <= ``log_end_offset`` (LEO, the next
-offset to assign). Readers see [log start, LEO); the broker limits consumers to the HW by
-passing ``max_offset``. The HW is kept here but moved only by ``update_high_watermark``: a
-single-replica broker calls it with ``info.last_offset + 1`` after each append, replication
-moves it once followers caught up.
+Invariants:
+
+* Offsets: ``log_start_offset`` <= ``high_watermark`` <= ``log_end_offset`` (LEO, the next
+  offset to assign); recovery point <= LEO. Readers see [log start, LEO); the broker limits
+  consumers to the HW by passing ``max_offset``. The HW is moved only by
+  ``update_high_watermark`` (after each append on a single replica, once followers caught
+  up under replication).
+* Only the last (active) segment is written; segments before it are sealed and change only
+  by being deleted whole (retention, DeleteRecords) or replaced whole (compaction).
+* A read never returns bytes of a range recovery or a scrub found corrupt: it raises
+  ``KafkaStorageError`` and ``corrupt_ranges`` reports the range for re-fetching.
 
 Thread-safety: every public method is thread-safe; one re-entrant lock per log guards state.
 ``fsync`` in ``flush`` runs outside the lock so appends are not stalled by the disk. Append
@@ -22,148 +31,52 @@ listeners (``add_append_listener``) run on the appending thread, after the lock 
 whenever the LEO or the HW moves: keep them cheap (e.g. ``loop.call_soon_threadsafe``).
 
 Durability policy (Kafka's): no fsync per append; ``flush.messages`` / ``flush.ms`` or a
-segment roll flushes, and the *recovery point* records how far the log is known durable.
-After an unclean shutdown everything from the recovery point is re-validated: a torn or
-corrupt tail of the last segment is truncated at the last valid batch; a bad batch inside a
-*sealed* segment is never silently dropped (later segments may hold acknowledged data): the
-range is marked corrupt, reads of it raise ``KafkaStorageError`` and ``corrupt_ranges``
-reports it so the broker can re-fetch it from a replica.
+segment roll flushes, and the *recovery point* records how far the log is known durable;
+after an unclean shutdown ``log_loader`` re-validates everything from it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import operator
 import os
 import random
 import shutil
-import struct
 import threading
 import time
 from bisect import bisect_right
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
-from crc32c import crc32c
-
-from sparklog.protocol.batch_header import (
-    BATCH_HEADER_SIZE,
-    CONTROL_MASK,
-    LOG_OVERHEAD,
-    TIMESTAMP_TYPE_MASK,
-    TRANSACTIONAL_MASK,
-    BatchView,
-)
+from sparklog.protocol.batch_header import Buffer, byte_view, validate_batches
 from sparklog.protocol.errors import (
-    CorruptRecordError,
     FencedLeaderEpochError,
-    InvalidRecordError,
-    InvalidTimestampError,
     KafkaStorageError,
     OffsetOutOfRangeError,
-    RecordTooLargeError,
-    UnsupportedCompressionError,
 )
 
 from .backend import FileSlice, RemoteSegmentStore
-from .checkpoints import read_partition_metadata, topic_id_to_str, write_partition_metadata
-from .errors import LogClosedError, SegmentCorruptError, UnexpectedAppendOffsetError
+from .errors import LogClosedError, SegmentCorruptError
 from .leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from .log_config import LogConfig
-from .producer_state import ProducerBatch, ProducerStateManager
-from .segment import (
-    CLEANED_SUFFIX,
-    DELETED_SUFFIX,
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    SWAP_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    LogSegment,
-    parse_segment_name,
+from .log_info import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    NO_TIMESTAMP_FOUND,
+    AppendInfo,
+    FetchDataInfo,
+    TimestampAndOffset,
 )
+from .log_loader import LogLoader, check_topic_id, parse_topic_partition, rebuild_producer_state
+from .log_validator import assign_offsets, replicated_batches, validate_leader_append
+from .producer_state import ProducerStateManager
+from .segment import BY_BASE_OFFSET, DELETED_SUFFIX, SWAP_SUFFIX, LogSegment
 
-__all__ = [
-    "PartitionLog",
-    "AppendInfo",
-    "FetchDataInfo",
-    "TimestampAndOffset",
-    "parse_topic_partition",
-    "EARLIEST_TIMESTAMP",
-    "LATEST_TIMESTAMP",
-    "MAX_TIMESTAMP",
-    "EARLIEST_LOCAL_TIMESTAMP",
-    "LATEST_TIERED_TIMESTAMP",
-]
+__all__ = ["PartitionLog"]
 
 log = logging.getLogger(__name__)
-
-_BASE = operator.attrgetter("base_offset")  # bisect key: segments are sorted by base offset
-
-LATEST_TIMESTAMP = -1
-EARLIEST_TIMESTAMP = -2
-MAX_TIMESTAMP = -3
-EARLIEST_LOCAL_TIMESTAMP = -4
-LATEST_TIERED_TIMESTAMP = -5
-PARTITION_METADATA = "partition.metadata"
-
-_HEADER = struct.Struct(">qiibIhiqqqhii")
-_STAMP = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch
-_I16 = struct.Struct(">h")
-_I64 = struct.Struct(">q")
-_U32 = struct.Struct(">I")
-_NO_TS = -1
-
-
-@dataclass(slots=True)
-class AppendInfo:
-    """Result of one append. For a retried (duplicate) idempotent batch the offsets are
-    those of the original append and ``duplicate`` is True; nothing was written."""
-
-    first_offset: int
-    last_offset: int
-    log_append_time: int = -1
-    log_start_offset: int = 0
-    record_count: int = 0
-    max_timestamp: int = -1
-    offset_of_max_timestamp: int = -1
-    valid_bytes: int = 0
-    duplicate: bool = False
-
-
-@dataclass(slots=True)
-class FetchDataInfo:
-    """What ``read`` found: whole batches as file slices, in offset order.
-
-    ``first_offset`` is the requested fetch offset; ``next_offset`` is where the next fetch
-    continues (after the last returned batch)."""
-
-    first_offset: int
-    next_offset: int
-    slices: list[FileSlice] = field(default_factory=list)
-    size: int = 0
-    high_watermark: int = 0
-    log_start_offset: int = 0
-    log_end_offset: int = 0
-    last_stable_offset: int = 0
-
-    def read_bytes(self) -> bytes:
-        return b"".join(s.read_bytes() for s in self.slices)
-
-
-@dataclass(frozen=True, slots=True)
-class TimestampAndOffset:
-    timestamp: int
-    offset: int
-    leader_epoch: int = -1
-
-
-def parse_topic_partition(dirname: str) -> tuple[str, int]:
-    """``orders-3`` -> ("orders", 3): topics may contain '-', partitions never do."""
-    topic, sep, part = os.path.basename(dirname.rstrip("/")).rpartition("-")
-    if not sep or not topic or not part.isdigit():
-        raise ValueError(f"not a partition directory name: {dirname!r}")
-    return topic, int(part)
-
 
 class PartitionLog:
     def __init__(
@@ -204,25 +117,16 @@ class PartitionLog:
         self.cleaner_checkpoint = 0  # first offset not yet compacted (cleaner-offset-checkpoint)
         os.makedirs(directory, exist_ok=True)
 
-        meta_path = os.path.join(directory, PARTITION_METADATA)
-        existing = read_partition_metadata(meta_path)
-        if topic_id is not None:
-            if existing is not None and topic_id_to_str(existing) != topic_id_to_str(topic_id):
-                raise KafkaStorageError(
-                    f"topic id {topic_id_to_str(topic_id)} does not match "
-                    f"{topic_id_to_str(existing)} recorded in {meta_path}"
-                )
-            if existing is None:
-                write_partition_metadata(meta_path, topic_id)
-        self.topic_id = existing if topic_id is None else topic_id
-
+        self.topic_id = check_topic_id(directory, topic_id)
         self._epochs = LeaderEpochCache(os.path.join(directory, LEADER_EPOCH_CHECKPOINT))
         self._producers = ProducerStateManager(directory, self.config.producer_id_expiration_ms)
-        self._log_start_offset = 0
-        self._leo = 0
-        self._hw = 0
-        self._recovery_point = 0
-        self._load(recovery_point, log_start_offset, clean_shutdown)
+        loaded = LogLoader(directory, self._new_segment, self._epochs, self._producers,
+                           f"{topic}-{partition}").load(recovery_point, log_start_offset,
+                                                        clean_shutdown)
+        self._segments = loaded.segments
+        self._log_start_offset = loaded.log_start_offset
+        self._leo = loaded.log_end_offset
+        self._recovery_point = loaded.recovery_point
         hw = 0 if high_watermark is None else high_watermark
         self._hw = min(max(hw, self._log_start_offset), self._leo)
 
@@ -290,12 +194,9 @@ class PartitionLog:
     def corrupt_ranges(self) -> list[tuple[int, int]]:
         """[start, end) offset ranges recovery found corrupt in sealed segments."""
         with self._lock:
-            out = []
-            for i, s in enumerate(self._segments):
-                if s.corrupt_position is not None and s.corrupt_offset is not None:
-                    end = self._segments[i + 1].base_offset if i + 1 < len(self._segments) else self._leo
-                    out.append((s.corrupt_offset, end))
-            return out
+            ends = [s.base_offset for s in self._segments[1:]] + [self._leo]
+            return [(s.corrupt_offset, end) for s, end in zip(self._segments, ends, strict=True)
+                    if s.corrupt_position is not None and s.corrupt_offset is not None]
 
     @property
     def closed(self) -> bool:
@@ -312,11 +213,8 @@ class PartitionLog:
             self._listeners.append(callback)
 
     def remove_append_listener(self, callback: Callable[[PartitionLog], None]) -> None:
-        with self._lock:
-            try:
-                self._listeners.remove(callback)
-            except ValueError:
-                pass
+        with self._lock, contextlib.suppress(ValueError):
+            self._listeners.remove(callback)
 
     def _notify(self) -> None:
         for cb in list(self._listeners):
@@ -325,316 +223,90 @@ class PartitionLog:
             except Exception:  # a listener must never fail an append
                 log.exception("append listener failed")
 
-    # ================================================================== loading
+    # ================================================================== segments
     def _new_segment(self, base_offset: int, suffix: str = "") -> LogSegment:
-        return LogSegment(
-            self.directory,
-            base_offset,
-            index_interval_bytes=self.config.index_interval_bytes,
-            max_index_entries=self.config.max_index_entries,
-            suffix=suffix,
-            created_ms=self._time_ms(),
-        )
-
-    def _load(self, recovery_point: int, log_start_offset: int | None, clean: bool) -> None:
-        names = sorted(os.listdir(self.directory))
-        swaps: list[int] = []
-        bases: set[int] = set()
-        for name in names:
-            parsed = parse_segment_name(name)
-            path = os.path.join(self.directory, name)
-            if name.endswith(".tmp"):
-                os.remove(path)
-                continue
-            if parsed is None:
-                continue
-            base, suffix = parsed
-            if suffix.endswith(CLEANED_SUFFIX) or suffix.endswith(DELETED_SUFFIX):
-                os.remove(path)
-            elif suffix == LOG_SUFFIX + SWAP_SUFFIX:
-                swaps.append(base)
-            elif suffix.endswith(SWAP_SUFFIX):
-                os.remove(path)  # index swaps: indexes of swapped segments are rebuilt
-            elif suffix == LOG_SUFFIX:
-                bases.add(base)
-        for base in sorted(swaps):
-            self._complete_swap(base, bases)
-        # orphan indexes (their .log is gone) would confuse a later segment with that base
-        for name in os.listdir(self.directory):
-            parsed = parse_segment_name(name)
-            if parsed and parsed[1] in (INDEX_SUFFIX, TIME_INDEX_SUFFIX) and parsed[0] not in bases:
-                os.remove(os.path.join(self.directory, name))
-
-        ordered = sorted(bases)
-        self._segments = [self._new_segment(b) for b in ordered]
-        if not self._segments:
-            start = log_start_offset or 0
-            self._segments = [self._new_segment(start)]
-
-        # which segments need recovery: the one holding the recovery point and later ones
-        if clean:
-            first_unflushed = len(self._segments)
-        else:
-            first_unflushed = max(0, bisect_right(self._segments, recovery_point, key=_BASE) - 1)
-        for i in range(first_unflushed):
-            nxt = self._segments[i + 1].base_offset if i + 1 < len(self._segments) else None
-            self._segments[i].load(nxt)
-        if first_unflushed < len(self._segments):
-            self._recover_segments(first_unflushed)
-        else:
-            last = self._segments[-1]
-            # a clean log still gets the cheap check that its tail is whole
-            if last.size and last.next_offset == last.base_offset:
-                self._recover_segments(len(self._segments) - 1)
-
-        self._leo = self._segments[-1].next_offset
-        start = self._segments[0].base_offset if log_start_offset is None else log_start_offset
-        start = max(start, self._segments[0].base_offset)
-        self._log_start_offset = min(start, self._leo)
-        self._recovery_point = min(recovery_point, self._leo)
-        self._epochs.truncate_from_end(self._leo)
-        self._epochs.truncate_from_start(self._log_start_offset)
-        self._rebuild_producer_state()
-
-    def _complete_swap(self, base: int, bases: set[int]) -> None:
-        """A crash after compaction renamed its output to ``.swap``: the swap file is whole
-        (it was fsynced before the rename), so finish replacing the segments it covers."""
-        seg = self._new_segment(base, SWAP_SUFFIX)
-        res = seg.recover(truncate=False)
-        if seg.size == 0 or res.error is not None:
-            # not a whole swap file after all: the segments it would replace are intact
-            log.warning("discarding unusable swap file %s (%s)", seg.log_path, res.error)
-            seg.delete_files()
-            return
-        end = seg.next_offset
-        replaced = sorted(b for b in bases if base <= b < end)
-        for b in replaced:
-            prefix = os.path.join(self.directory, f"{b:020d}")
-            for suf in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-                try:
-                    os.remove(prefix + suf)
-                except FileNotFoundError:
-                    pass
-            bases.discard(b)
-        seg.offset_index.delete_file()
-        seg.time_index.delete_file()
-        seg.close_fd_only()
-        prefix = os.path.join(self.directory, f"{base:020d}")
-        os.replace(prefix + LOG_SUFFIX + SWAP_SUFFIX, prefix + LOG_SUFFIX)
-        for suf in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-            try:
-                os.remove(prefix + suf)  # rebuilt on load
-            except FileNotFoundError:
-                pass
-        bases.add(base)
-        log.info("completed interrupted segment swap at %s (replaced %s)", prefix, replaced)
-
-    def _recover_segments(self, first: int) -> None:
-        segs = self._segments
-        expected = segs[first - 1].next_offset if first > 0 else None
-        i = first
-        while i < len(segs):
-            seg = segs[i]
-            later_empty = all(os.fstat(s.fd).st_size == 0 for s in segs[i + 1 :])
-            is_tail = later_empty
-            res = seg.recover(self._on_recovered_batch, truncate=is_tail, min_offset=expected)
-            if res.error is not None and is_tail:
-                log.warning("%s-%d: recovery dropped %d bytes from %s", self.topic,
-                            self.partition, res.dropped_bytes, seg.log_path)
-                for s in segs[i + 1 :]:
-                    s.delete_files()
-                del segs[i + 1 :]
-                break
-            if res.error is not None:
-                log.error("%s-%d: sealed segment %s corrupt from offset %d; later segments kept",
-                          self.topic, self.partition, seg.log_path, seg.next_offset)
-            expected = seg.next_offset if seg.size else (expected or seg.base_offset)
-            if not seg.size:
-                seg.next_offset = seg.base_offset
-            i += 1
-        # drop empty non-last segments left by a crash between roll and first append
-        keep = [s for s in segs[:-1] if s.size] + [segs[-1]]
-        for s in segs[:-1]:
-            if not s.size:
-                s.delete_files()
-        self._segments[:] = keep
-        last = self._segments[-1]
-        if last.size == 0 and len(self._segments) > 1:
-            prev = self._segments[-2]
-            if prev.next_offset > last.base_offset:
-                last.next_offset = last.base_offset
-        if last.size == 0:
-            last.next_offset = last.base_offset
-        for s in self._segments:
-            s.offset_index.flush()
-            s.time_index.flush()
-
-    def _on_recovered_batch(self, view: BatchView) -> None:
-        ple = view.partition_leader_epoch
-        if ple >= 0 and ple > self._epochs.latest_epoch:
-            self._epochs.assign(ple, view.base_offset)
-
-    def _rebuild_producer_state(self) -> None:
-        start = self._producers.truncate_and_reload(self._log_start_offset, self._leo)
-        from_offset = self._log_start_offset if start is None else max(start, self._log_start_offset)
-        if from_offset >= self._leo:
-            self._producers.map_end_offset = self._leo
-            return
-        for seg in self._segments:
-            if seg.next_offset <= from_offset:
-                continue
-            b = seg.find_batch(from_offset)
-            if b is None:
-                continue
-            for pos, hdr in _iter_full_headers(seg, b.position):
-                base, _l, _ple, _m, _c, attrs, lod, _bt, max_ts, pid, pepoch, bseq, _n = hdr
-                del pos
-                if pid < 0:
-                    continue
-                last_seq = _add_seq(bseq, lod) if bseq >= 0 else -1
-                self._producers.replay(ProducerBatch(
-                    pid, pepoch, bseq, last_seq, base, base + lod, max_ts,
-                    bool(attrs & TRANSACTIONAL_MASK), bool(attrs & CONTROL_MASK)))
-        self._producers.map_end_offset = self._leo
+        return LogSegment(self.directory, base_offset, suffix=suffix, created_ms=self._time_ms(),
+                          index_interval_bytes=self.config.index_interval_bytes,
+                          max_index_entries=self.config.max_index_entries)
 
     # ================================================================== append
-    def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int, *,
+    def append_as_leader(self, records: Buffer, leader_epoch: int, *,
                          origin: str = "client") -> AppendInfo:
         """Validate and append the Produce ``records`` field (one or more v2 batches).
 
         Only base offset and partition leader epoch are rewritten (plus attributes, max
         timestamp and CRC under LogAppendTime), in a copy of each 61-byte header; the record
-        bytes are written as received, with one ``pwritev``."""
-        mv = records if type(records) is memoryview else memoryview(records)
-        if mv.itemsize != 1 or mv.ndim != 1:
-            mv = mv.cast("B")
-        cfg = self.config
+        bytes are written as received, with one ``pwritev`` (``log_validator``)."""
+        mv = byte_view(records)
         now = self._time_ms()
-        client = origin == "client"
-        lat = cfg.message_timestamp_type == "LogAppendTime"
-        check_ts = client and not lat
-        batches = _parse_and_validate(
-            mv, cfg.max_message_bytes if client else None, client, now,
-            cfg.message_timestamp_before_max_ms if check_ts else -1,
-            cfg.message_timestamp_after_max_ms if check_ts else -1)
+        batches = validate_leader_append(mv, self.config, from_client=origin == "client",
+                                         now_ms=now)
         if not batches:
             return AppendInfo(-1, -1, -1, self._log_start_offset)
-        if client and "compact" in cfg.cleanup_policy:
-            _check_keys(mv, batches)
-        total = len(mv)
+        lat = self.config.message_timestamp_type == "LogAppendTime"
         with self._lock:
-            if self._closed:
-                self._check_open()
+            self._check_open()
             epochs = self._epochs
-            if leader_epoch >= 0 and leader_epoch != epochs.latest_epoch and \
-                    leader_epoch < epochs.latest_epoch:
+            if 0 <= leader_epoch < epochs.latest_epoch:
                 raise FencedLeaderEpochError(
                     f"append with leader epoch {leader_epoch} below the latest epoch "
                     f"{epochs.latest_epoch} of {self.topic}-{self.partition}")
-            first = nxt = self._leo
-            pbatches: list[ProducerBatch] | None = None
-            metas: list[tuple[int, int, int, int]] = []
-            iov: list = []
-            max_ts, off_max, count = -1, -1, 0
-            for pos, size, lod, bmax, pid, pepoch, bseq, attrs, n in batches:
-                last = nxt + lod
-                ts = now if lat else bmax
-                metas.append((nxt, last, size, ts))
-                if ts > max_ts:
-                    max_ts, off_max = ts, last
-                if pid >= 0:
-                    if pbatches is None:
-                        pbatches = []
-                    pbatches.append(ProducerBatch(
-                        pid, pepoch, bseq, _add_seq(bseq, lod) if bseq >= 0 else -1, nxt, last,
-                        ts, bool(attrs & TRANSACTIONAL_MASK), bool(attrs & CONTROL_MASK)))
-                # stamp baseOffset, batchLength (unchanged) and partitionLeaderEpoch at once
-                hdr = bytearray(mv[pos : pos + BATCH_HEADER_SIZE])
-                _STAMP.pack_into(hdr, 0, nxt, size - LOG_OVERHEAD, leader_epoch)
-                iov.append(hdr)
-                if size > BATCH_HEADER_SIZE:
-                    iov.append(mv[pos + BATCH_HEADER_SIZE : pos + size])
-                if lat:
-                    _stamp_log_append_time(hdr, iov[-1] if size > BATCH_HEADER_SIZE else b"", now)
-                count += n
-                nxt = last + 1
+            first = self._leo
+            a = assign_offsets(mv, batches, first, leader_epoch, now if lat else None)
             updated = None
-            if pbatches is not None:
-                updated, dup = self._producers.prepare(pbatches, origin)
+            if a.producer_batches:
+                updated, dup = self._producers.prepare(a.producer_batches, origin)
                 if dup is not None:
                     return AppendInfo(dup.first_offset, dup.last_offset,
                                       dup.timestamp if lat else -1, self._log_start_offset,
                                       record_count=dup.last_offset - dup.first_offset + 1,
                                       max_timestamp=dup.timestamp, duplicate=True)
-            self._maybe_roll(total, max_ts, nxt - 1, now)
-            self._write(iov, total, metas)
+            self._maybe_roll(a.size, a.max_timestamp, a.next_offset - 1, now)
+            self._write(a.buffers, a.size, a.metas)
             if updated:
-                self._producers.commit(updated, nxt)
+                self._producers.commit(updated, a.next_offset)
             else:
-                self._producers.map_end_offset = nxt
+                self._producers.map_end_offset = a.next_offset
             if leader_epoch >= 0 and leader_epoch != epochs.latest_epoch:
                 epochs.assign(leader_epoch, first)
-            self._leo = nxt
-            info = AppendInfo(first, nxt - 1, now if lat else -1, self._log_start_offset,
-                              count, max_ts, off_max, total)
-            self._after_append(count)
+            self._leo = a.next_offset
+            info = AppendInfo(first, a.next_offset - 1, now if lat else -1,
+                              self._log_start_offset, a.record_count, a.max_timestamp,
+                              a.offset_of_max_timestamp, a.size)
+            self._after_append(a.record_count)
         if self._listeners:
             self._notify()
         return info
 
-    def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendInfo:
+    def append_as_follower(self, records: Buffer) -> AppendInfo:
         """Append batches replicated from the leader with their offsets as given.
 
         Batches must start at or after the LEO (a gap is allowed: the leader compacted or
         moved its start); epochs and producer state follow the batches."""
-        mv = records if isinstance(records, memoryview) else memoryview(records)
-        if mv.ndim != 1 or mv.itemsize != 1:
-            mv = mv.cast("B")
-        batches = _parse_and_validate(mv, None, False)
+        mv = byte_view(records)
+        batches = validate_batches(mv)
         if not batches:
             return AppendInfo(-1, -1, -1, self._log_start_offset)
         now = self._time_ms()
         with self._lock:
             self._check_open()
-            expected = self._leo
-            metas: list[tuple[int, int, int, int]] = []
-            epochs: list[tuple[int, int]] = []
-            pbatches: list[ProducerBatch] = []
-            max_ts, off_max, count = -1, -1, 0
-            for pos, size, lod, bmax, pid, pepoch, bseq, attrs, n in batches:
-                base, ple = _I64.unpack_from(mv, pos)[0], struct.unpack_from(">i", mv, pos + 12)[0]
-                if base < expected:
-                    raise UnexpectedAppendOffsetError(
-                        f"{self.topic}-{self.partition}: batch at offset {base} is below the "
-                        f"expected offset {expected}")
-                last = base + lod
-                metas.append((base, last, size, bmax))
-                if bmax > max_ts:
-                    max_ts, off_max = bmax, last
-                if ple >= 0:
-                    epochs.append((ple, base))
-                if pid >= 0:
-                    pbatches.append(ProducerBatch(
-                        pid, pepoch, bseq, _add_seq(bseq, lod) if bseq >= 0 else -1, base, last,
-                        bmax, bool(attrs & TRANSACTIONAL_MASK), bool(attrs & CONTROL_MASK)))
-                count += n
-                expected = last + 1
-            first = metas[0][0]
+            a = replicated_batches(mv, batches, self._leo, f"{self.topic}-{self.partition}")
+            first = a.first_offset
             if self._segments[-1].size == 0 and first > self._leo:
                 # nothing written yet where the leader's data starts: start the segment there
                 self._replace_empty_active(first)
-            self._maybe_roll(len(mv), max_ts, expected - 1, now, base_offset=first)
-            self._write([mv], len(mv), metas)
-            for b in pbatches:
+            self._maybe_roll(a.size, a.max_timestamp, a.next_offset - 1, now, base_offset=first)
+            self._write(a.buffers, a.size, a.metas)
+            for b in a.producer_batches:
                 self._producers.replay(b)
-            self._producers.map_end_offset = expected
-            for ple, base in epochs:
+            self._producers.map_end_offset = a.next_offset
+            for ple, base in a.leader_epochs:
                 if ple > self._epochs.latest_epoch:
                     self._epochs.assign(ple, base)
-            self._leo = expected
-            info = AppendInfo(first, expected - 1, -1, self._log_start_offset, count, max_ts,
-                              off_max, len(mv))
-            self._after_append(count)
+            self._leo = a.next_offset
+            info = AppendInfo(first, a.next_offset - 1, -1, self._log_start_offset,
+                              a.record_count, a.max_timestamp, a.offset_of_max_timestamp, a.size)
+            self._after_append(a.record_count)
         self._notify()
         return info
 
@@ -652,11 +324,9 @@ class PartitionLog:
         try:
             seg.append(iov, total, metas)
         except OSError as exc:
-            try:
+            with contextlib.suppress(OSError):
                 os.ftruncate(seg.fd, before)
                 seg.size = before
-            except OSError:
-                pass
             raise KafkaStorageError(f"write to {seg.log_path} failed: {exc}") from exc
 
     def _after_append(self, count: int) -> None:
@@ -715,70 +385,28 @@ class PartitionLog:
             if start_offset >= limit_offset:
                 return info
             remaining = max_bytes
-            i = max(0, bisect_right(self._segments, start_offset, key=_BASE) - 1)
+            i = max(0, bisect_right(self._segments, start_offset, key=BY_BASE_OFFSET) - 1)
             offset = start_offset
             while i < len(self._segments) and offset < limit_offset:
                 seg = self._segments[i]
                 i += 1
-                readable_end = seg.size if seg.corrupt_position is None else seg.corrupt_position
                 if seg.corrupt_offset is not None and offset >= seg.corrupt_offset and (
                         i >= len(self._segments) or offset < self._segments[i].base_offset):
                     raise SegmentCorruptError(
                         f"offset {offset} of {self.topic}-{self.partition} lies in a corrupt "
                         f"range of {seg.log_path}")
-                first = seg.find_batch(offset, 0, readable_end)
-                if first is None:
+                got = seg.read(offset, remaining, limit_offset, min_one_message and not info.slices)
+                if got is None:
                     continue
-                if first.base_offset >= limit_offset:
+                if got.size == 0:
                     break
-                start_pos = first.position
-                end_pos, next_off = readable_end, seg.next_offset
-                if limit_offset < seg.next_offset:
-                    stop = seg.find_batch(limit_offset, start_pos, readable_end)
-                    if stop is not None:  # a batch holding the limit is not returned
-                        end_pos, next_off = stop.position, stop.base_offset
-                want_end = start_pos + remaining
-                if want_end < end_pos:
-                    if first.size > remaining:  # not even the first batch fits: no scan
-                        cut_pos, cut_off = start_pos, first.base_offset
-                    else:
-                        cut_pos, cut_off = self._cut(seg, start_pos, want_end, end_pos)
-                    if cut_pos == start_pos:
-                        if info.slices or not min_one_message:
-                            break
-                        cut_pos, cut_off = start_pos + first.size, first.last_offset + 1
-                        if cut_pos > end_pos:
-                            break
-                    end_pos, next_off = cut_pos, cut_off
-                if end_pos <= start_pos:
-                    break
-                size = end_pos - start_pos
-                info.slices.append(FileSlice(seg.log_path, start_pos, size, seg.fd))
-                info.size += size
-                remaining -= size
-                offset = next_off
-                info.next_offset = next_off
-                if remaining <= 0 or end_pos < readable_end:
-                    break
-                if seg.corrupt_position is not None:
+                info.slices.append(FileSlice(seg.log_path, got.position, got.size, seg.fd))
+                info.size += got.size
+                remaining -= got.size
+                offset = info.next_offset = got.next_offset
+                if remaining <= 0 or not got.to_end or seg.corrupt_position is not None:
                     break
             return info
-
-    @staticmethod
-    def _cut(seg: LogSegment, start_pos: int, want_end: int, end_pos: int) -> tuple[int, int]:
-        """The last batch boundary <= ``want_end`` (and the offset after it), scanning from
-        the nearest index entry, so the scan is bounded by ~index.interval.bytes."""
-        scan_from = max(start_pos, seg.offset_index.floor_position(want_end))
-        cut_pos, cut_off = scan_from, -1
-        for b in seg.iter_headers(scan_from, end_pos):
-            if b.position + b.size > want_end:
-                cut_off = b.base_offset
-                break
-            cut_pos = b.position + b.size
-            cut_off = b.last_offset + 1
-        if cut_off < 0:
-            cut_off = seg.next_offset
-        return cut_pos, cut_off
 
     # ================================================================== time lookups
     def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
@@ -790,12 +418,12 @@ class PartitionLog:
             self._check_open()
             if timestamp == EARLIEST_TIMESTAMP:
                 o = self._log_start_offset
-                return TimestampAndOffset(_NO_TS, o, self._epochs.epoch_for_offset(o))
+                return TimestampAndOffset(NO_TIMESTAMP_FOUND, o, self._epochs.epoch_for_offset(o))
             if timestamp == EARLIEST_LOCAL_TIMESTAMP:
                 o = max(self._log_start_offset, self.local_log_start_offset)
-                return TimestampAndOffset(_NO_TS, o, self._epochs.epoch_for_offset(o))
+                return TimestampAndOffset(NO_TIMESTAMP_FOUND, o, self._epochs.epoch_for_offset(o))
             if timestamp == LATEST_TIMESTAMP:
-                return TimestampAndOffset(_NO_TS, self._leo, self._epochs.latest_epoch)
+                return TimestampAndOffset(NO_TIMESTAMP_FOUND, self._leo, self._epochs.latest_epoch)
             if timestamp == LATEST_TIERED_TIMESTAMP:
                 return None  # KIP-1005: no offset while tiered storage is off
             if timestamp == MAX_TIMESTAMP:
@@ -823,17 +451,11 @@ class PartitionLog:
 
     def _record_at_or_after(self, seg: LogSegment, pos: int, timestamp: int,
                             exact: bool = False) -> TimestampAndOffset | None:
-        from sparklog.protocol.records import decode_batch
-
-        for b in seg.iter_headers(pos):
-            if b.max_timestamp < timestamp or b.last_offset < self._log_start_offset:
-                continue
-            batch = decode_batch(seg.read_batch_bytes(b.position, b.size))
-            for r in batch.records:
-                ts = r.timestamp if r.timestamp is not None else -1
-                if (ts == timestamp if exact else ts >= timestamp) and r.offset >= self._log_start_offset:
-                    return TimestampAndOffset(ts, r.offset, self._epochs.epoch_for_offset(r.offset))
-        return None
+        found = seg.find_record(pos, timestamp, self._log_start_offset, exact)
+        if found is None:
+            return None
+        ts, offset = found
+        return TimestampAndOffset(ts, offset, self._epochs.epoch_for_offset(offset))
 
     # ================================================================== high watermark
     def update_high_watermark(self, offset: int) -> int:
@@ -898,14 +520,13 @@ class PartitionLog:
                 seg.delete_files()
             seg = self._segments[-1]
             seg.truncate_to(offset)
-            self._leo = seg.next_offset if seg.size else max(seg.base_offset, 0)
-            if seg.size == 0:
-                self._leo = seg.base_offset
+            self._leo = seg.next_offset if seg.size else seg.base_offset
             self._hw = min(self._hw, self._leo)
             self._recovery_point = min(self._recovery_point, self._leo)
             self._epochs.truncate_from_end(self._leo)
             self._producers.delete_snapshots_from(self._leo + 1)
-            self._rebuild_producer_state()
+            rebuild_producer_state(self._producers, self._segments, self._log_start_offset,
+                                   self._leo)
         self._notify()
         return True
 
@@ -944,7 +565,7 @@ class PartitionLog:
                     break
                 below_start = nxt.base_offset <= self._log_start_offset
                 by_time = (cfg.delete and cfg.retention_ms >= 0
-                           and now - self._segment_timestamp(seg) > cfg.retention_ms)
+                           and now - seg.retention_timestamp(self._time_ms()) > cfg.retention_ms)
                 by_size = excess > 0 and excess - seg.size >= 0
                 if not (below_start or by_time or by_size):
                     break
@@ -953,14 +574,6 @@ class PartitionLog:
             if doomed:
                 self._delete_segments_locked(doomed, "retention")
             return doomed
-
-    def _segment_timestamp(self, seg: LogSegment) -> int:
-        if seg.max_timestamp >= 0:
-            return seg.max_timestamp
-        try:
-            return int(os.stat(seg.log_path).st_mtime * 1000)
-        except OSError:
-            return self._time_ms()
 
     def delete_records(self, offset: int) -> int:
         """DeleteRecords: move the log start to ``offset`` (<= HW; -1 means the HW) and
@@ -977,10 +590,9 @@ class PartitionLog:
                 self._log_start_offset = offset
                 self._epochs.truncate_from_start(offset)
                 self._producers.truncate_head(offset)
-            doomed = 0
-            while doomed < len(self._segments) - 1 and \
-                    self._segments[doomed + 1].base_offset <= self._log_start_offset:
-                doomed += 1
+            # every segment followed by one starting at or below the new log start
+            doomed = max(0, bisect_right(self._segments, self._log_start_offset,
+                                         key=BY_BASE_OFFSET) - 1)
             if doomed:
                 self._delete_segments_locked(doomed, "log start offset")
             return self._log_start_offset
@@ -1128,117 +740,8 @@ class PartitionLog:
         new.rename_suffix(SWAP_SUFFIX)
         for seg in old:
             seg.close_fd_only()
-            if seg.base_offset == new.base_offset:
-                # same name as the swap's target: remove now, the swap replaces it
-                for p in (seg.log_path, seg.offset_index.path, seg.time_index.path):
-                    try:
-                        os.remove(p)
-                    except FileNotFoundError:
-                        pass
-            else:
+            if seg.base_offset != new.base_offset:  # one with the swap's name goes at once
                 seg.rename_suffix(DELETED_SUFFIX)
-                seg.delete_files()
+            seg.delete_files()
         new.rename_suffix("")
         self._segments[idx : idx + len(old)] = [new]
-
-
-# ====================================================================== helpers
-_INT32_MAX = 0x7FFFFFFF
-
-
-def _add_seq(seq: int, inc: int) -> int:
-    if seq > _INT32_MAX - inc:
-        return inc - (_INT32_MAX - seq) - 1
-    return seq + inc
-
-
-def _iter_full_headers(seg: LogSegment, start_pos: int):
-    """(position, full header tuple) for each batch from ``start_pos``."""
-    for b in seg.iter_headers(start_pos):
-        yield b.position, _HEADER.unpack(os.pread(seg.fd, BATCH_HEADER_SIZE, b.position))
-
-
-def _stamp_log_append_time(hdr: bytearray, body, now: int) -> None:
-    """LogAppendTime: set the timestamp-type bit and maxTimestamp, then the CRC (both fields
-    are inside the CRC range); the records themselves are untouched."""
-    _I16.pack_into(hdr, 21, _I16.unpack_from(hdr, 21)[0] | TIMESTAMP_TYPE_MASK)
-    _I64.pack_into(hdr, 35, now)
-    _U32.pack_into(hdr, 17, crc32c(body, crc32c(memoryview(hdr)[21:])))
-
-
-def _parse_and_validate(mv: memoryview, max_message_bytes: int | None, client: bool,
-                        now: int = 0, ts_before: int = -1, ts_after: int = -1) -> list[tuple]:
-    """Per batch: (pos, size, lastOffsetDelta, maxTimestamp, producerId, producerEpoch,
-    baseSequence, attributes, recordCount) after CRC and header checks (and, when
-    ``ts_before``/``ts_after`` >= 0, the message.timestamp.before/after.max.ms checks).
-
-    The common case is one combined condition per batch; only a failing batch goes through
-    ``_raise_invalid`` to find which rule it broke."""
-    out = []
-    n = len(mv)
-    pos = 0
-    unpack = _HEADER.unpack_from
-    limit = 0x7FFFFFFF if max_message_bytes is None else max_message_bytes
-    check_ts = ts_before >= 0
-    while pos < n:
-        if n - pos < BATCH_HEADER_SIZE:
-            raise CorruptRecordError(
-                f"truncated batch at position {pos}: {n - pos} bytes, header needs {BATCH_HEADER_SIZE}")
-        hdr = unpack(mv, pos)
-        _b, length, _e, magic, crc, attrs, lod, _bt, max_ts, pid, pepoch, bseq, count = hdr
-        size = LOG_OVERHEAD + length
-        ok = (length >= 49 and pos + size <= n and magic == 2 and size <= limit
-              and attrs & 0x07 <= 4 and lod >= 0 and count >= 0)
-        if ok and client:
-            ok = (count > 0 and lod + 1 == count and not attrs & CONTROL_MASK
-                  and (pid < 0 or bseq >= 0))
-            if ok and check_ts and max_ts >= 0:
-                ok = max_ts - now <= ts_after and now - max_ts <= ts_before
-        if not ok:
-            _raise_invalid(hdr, pos, n, limit, client, now, ts_before, ts_after)
-        if crc32c(mv[pos + 21 : pos + size]) != crc:
-            raise CorruptRecordError(f"batch at position {pos}: CRC mismatch")
-        out.append((pos, size, lod, max_ts, pid, pepoch, bseq, attrs, count))
-        pos += size
-    return out
-
-
-def _raise_invalid(hdr: tuple, pos: int, n: int, limit: int, client: bool, now: int,
-                   before: int, after: int) -> None:
-    _b, length, _e, magic, _c, attrs, lod, _bt, max_ts, pid, _pe, bseq, count = hdr
-    size = LOG_OVERHEAD + length
-    if length < 49 or pos + size > n:
-        raise CorruptRecordError(f"batch at position {pos} declares {size} bytes, {n - pos} present")
-    if magic != 2:
-        raise InvalidRecordError(f"batch at position {pos} has magic {magic}; only 2 is supported")
-    if size > limit:
-        raise RecordTooLargeError(f"batch of {size} bytes exceeds max.message.bytes {limit}")
-    if attrs & 0x07 > 4:
-        raise UnsupportedCompressionError(f"compression id {attrs & 0x07}")
-    if lod < 0 or count < 0:
-        raise InvalidRecordError(f"batch at position {pos}: invalid offset delta/count")
-    if client:
-        if count <= 0:
-            raise InvalidRecordError("Invalid reported count for record batch: 0")
-        if lod + 1 != count:
-            raise InvalidRecordError("Inconsistent batch offset range and record count")
-        if attrs & CONTROL_MASK:
-            raise InvalidRecordError("Clients are not allowed to write control records")
-        if pid >= 0 and bseq < 0:
-            raise InvalidRecordError("Invalid sequence number")
-        if max_ts - now > after:
-            raise InvalidTimestampError(
-                f"timestamp {max_ts} is more than message.timestamp.after.max.ms={after} ahead")
-        raise InvalidTimestampError(
-            f"timestamp {max_ts} is more than message.timestamp.before.max.ms={before} old")
-    raise InvalidRecordError(f"invalid batch at position {pos}")
-
-
-def _check_keys(mv: memoryview, batches: list[tuple]) -> None:
-    """Compacted topics need a key on every record (this decodes: compacted topics only)."""
-    from sparklog.protocol.records import decode_batch
-
-    for pos, *_ in batches:
-        for r in decode_batch(mv, pos, verify_crc=False).records:
-            if r.key is None:
-                raise InvalidRecordError("Compacted topic cannot accept message without key")

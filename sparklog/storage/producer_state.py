@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 from crc32c import crc32c
 
+from sparklog.protocol.batch_header import BatchHeader, increment_sequence
 from sparklog.protocol.errors import (
     CorruptRecordError,
     InvalidProducerEpochError,
@@ -136,6 +137,16 @@ class ProducerBatch:
     max_timestamp: int
     is_transactional: bool = False
     is_control: bool = False
+
+    @classmethod
+    def from_header(cls, header: BatchHeader, first_offset: int, max_timestamp: int) -> ProducerBatch:
+        """The batch ``header`` describes, stored at ``first_offset`` (its base offset once
+        assigned) with ``max_timestamp`` (the log-append time under LogAppendTime)."""
+        h = header
+        last_seq = increment_sequence(h.base_sequence, h.last_offset_delta) if h.base_sequence >= 0 else -1
+        return cls(h.producer_id, h.producer_epoch, h.base_sequence, last_seq, first_offset,
+                   first_offset + h.last_offset_delta, max_timestamp, h.is_transactional,
+                   h.is_control)
 
 
 class ProducerStateManager:

@@ -15,6 +15,7 @@ rewrite bytes already written.
 from __future__ import annotations
 
 import logging
+import operator
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -40,6 +41,8 @@ from .time_index import TimeIndex
 __all__ = [
     "LogSegment",
     "BatchPosition",
+    "BY_BASE_OFFSET",
+    "SegmentRead",
     "RecoveryResult",
     "LOG_SUFFIX",
     "INDEX_SUFFIX",
@@ -68,6 +71,8 @@ _SCAN_CHUNK = 65536
 _SCAN_MIN = 512
 _RECOVER_CHUNK = 4 << 20
 
+BY_BASE_OFFSET = operator.attrgetter("base_offset")  # bisect key: segments sort by base offset
+
 
 def filename_prefix(offset: int) -> str:
     return f"{offset:020d}"
@@ -88,6 +93,18 @@ class BatchPosition:
     last_offset: int
     size: int
     max_timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentRead:
+    """What ``LogSegment.read`` found: ``size`` bytes of whole batches from ``position``,
+    ``next_offset`` being the offset after them. ``size`` 0: nothing to return here and
+    nothing after it (the next batch is at or past the limit, or does not fit)."""
+
+    position: int
+    size: int
+    next_offset: int
+    to_end: bool  # the bytes reach the end of what the segment can serve
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +167,16 @@ class LogSegment:
     def largest_timestamp(self) -> int:
         """The largest batch max-timestamp in this segment (-1 when unknown / empty)."""
         return self.max_timestamp
+
+    def retention_timestamp(self, fallback_ms: int) -> int:
+        """What ``retention.ms`` measures: the largest timestamp, else the file's mtime,
+        else ``fallback_ms`` (the caller's clock: a segment whose file is gone is not old)."""
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        try:
+            return int(os.stat(self.log_path).st_mtime * 1000)
+        except OSError:
+            return fallback_ms
 
     # ------------------------------------------------------------------ append
     def append(self, buffers: list, total: int, metas: list[tuple[int, int, int, int]]) -> int:
@@ -253,6 +280,73 @@ class LogSegment:
         for b in self.iter_headers(max(ipos, start_pos), end_pos):
             if b.last_offset >= offset:
                 return b
+        return None
+
+    def read(self, offset: int, max_bytes: int, limit_offset: int,
+             min_one_message: bool) -> SegmentRead | None:
+        """Whole batches from the one holding ``offset``: at most ``max_bytes`` (more only
+        when ``min_one_message`` and the first batch alone is larger), none holding
+        ``limit_offset`` or later, none from a corrupt range. None when no batch here ends
+        at or after ``offset``."""
+        readable_end = self.size if self.corrupt_position is None else self.corrupt_position
+        first = self.find_batch(offset, 0, readable_end)
+        if first is None:
+            return None
+        start = first.position
+        nothing = SegmentRead(start, 0, offset, False)
+        if first.base_offset >= limit_offset:
+            return nothing
+        end, next_offset = readable_end, self.next_offset
+        if limit_offset < self.next_offset:
+            stop = self.find_batch(limit_offset, start, readable_end)
+            if stop is not None:  # a batch holding the limit is not returned
+                end, next_offset = stop.position, stop.base_offset
+        want_end = start + max_bytes
+        if want_end < end:
+            if first.size > max_bytes:  # not even the first batch fits: no scan
+                cut, cut_offset = start, first.base_offset
+            else:
+                cut, cut_offset = self._last_boundary(start, want_end, end)
+            if cut == start:
+                if not min_one_message:
+                    return nothing
+                cut, cut_offset = start + first.size, first.last_offset + 1
+                if cut > end:
+                    return nothing
+            end, next_offset = cut, cut_offset
+        if end <= start:
+            return nothing
+        return SegmentRead(start, end - start, next_offset, end >= readable_end)
+
+    def _last_boundary(self, start_pos: int, want_end: int, end_pos: int) -> tuple[int, int]:
+        """The last batch boundary <= ``want_end`` (and the offset after it), scanning from
+        the nearest index entry, so the scan is bounded by ~index.interval.bytes."""
+        scan_from = max(start_pos, self.offset_index.floor_position(want_end))
+        cut_pos, cut_off = scan_from, -1
+        for b in self.iter_headers(scan_from, end_pos):
+            if b.position + b.size > want_end:
+                cut_off = b.base_offset
+                break
+            cut_pos = b.position + b.size
+            cut_off = b.last_offset + 1
+        if cut_off < 0:
+            cut_off = self.next_offset
+        return cut_pos, cut_off
+
+    def find_record(self, position: int, timestamp: int, min_offset: int,
+                    exact: bool = False) -> tuple[int, int] | None:
+        """(timestamp, offset) of the first record from ``position`` on, at or after
+        ``min_offset``, whose timestamp is >= ``timestamp`` (== with ``exact``). Only
+        batches whose max timestamp qualifies are decoded."""
+        from sparklog.protocol.records import decode_batch
+
+        for b in self.iter_headers(position):
+            if b.max_timestamp < timestamp or b.last_offset < min_offset:
+                continue
+            for r in decode_batch(self.read_batch_bytes(b.position, b.size)).records:
+                ts = r.timestamp if r.timestamp is not None else -1
+                if (ts == timestamp if exact else ts >= timestamp) and r.offset >= min_offset:
+                    return ts, r.offset
         return None
 
     def read_batch_bytes(self, position: int, size: int) -> bytes:

@@ -12,7 +12,7 @@ from sparklog.client.assignors import (
     encode_assignment,
     encode_subscription,
 )
-from sparklog.client.metadata import TopicPartition as TP
+from sparklog.protocol.topic_partition import TopicPartition as TP
 
 
 def _members(n, topics, owned=None):

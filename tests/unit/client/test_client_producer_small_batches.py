@@ -5,9 +5,9 @@ import pytest
 
 from sparklog.client import Producer
 from sparklog.client import producer as producer_mod
-from sparklog.client.metadata import TopicPartition
 from sparklog.protocol.compression import codec_for_name
 from sparklog.protocol.records import decode_batch
+from sparklog.protocol.topic_partition import TopicPartition
 
 
 def _batch(rows):  # noqa: ANN001, ANN202

@@ -18,12 +18,12 @@ from sparklog.protocol.errors import (
 )
 from sparklog.protocol.records import decode_batches
 from sparklog.storage import LogConfig, PartitionLog
-from sparklog.storage.partition_log import (
+from sparklog.storage.log_info import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
-    parse_topic_partition,
 )
+from sparklog.storage.log_loader import parse_topic_partition
 from tests.helpers.batches import make_batch, read_all, read_records, strip_stamped
 
 SMALL = LogConfig(segment_bytes=2000, index_interval_bytes=150)

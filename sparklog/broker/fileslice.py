@@ -1,4 +1,5 @@
-"""A byte range of a segment file that a fetch response sends without copying it through Python.
+"""Sending the segment byte ranges of a fetch (``storage.FileSlice``) without copying them
+through Python.
 
 The response encoder (``Writer.records``) treats any object with an integer ``size`` as an
 external payload and leaves a hole for it; the connection then calls ``send`` after flushing
@@ -11,48 +12,24 @@ sendfile set-up for a few KiB.
 from __future__ import annotations
 
 import asyncio
+import io
 import logging
 import os
-from typing import Any
+
+from sparklog.storage.backend import FileSlice
+from sparklog.storage.log_info import FetchDataInfo
 
 log = logging.getLogger(__name__)
 
-__all__ = ["FileSlice", "SliceChain", "SENDFILE_MIN_BYTES", "as_records", "send_external"]
+__all__ = ["SliceChain", "SENDFILE_MIN_BYTES", "as_records", "send_external"]
 
 SENDFILE_MIN_BYTES = 64 * 1024
 
 
-class FileSlice:
-    """``size`` bytes of the file at ``path`` starting at ``position``."""
-
-    __slots__ = ("path", "position", "size")
-
-    def __init__(self, path: str | os.PathLike[str], position: int, size: int) -> None:
-        self.path = os.fspath(path)
-        self.position = position
-        self.size = size
-
-    def __repr__(self) -> str:
-        return f"FileSlice({self.path!r}, {self.position}, {self.size})"
-
-    def read(self) -> bytes:
-        """The bytes of the slice (short if the file shrank)."""
-        fd = os.open(self.path, os.O_RDONLY)
-        try:
-            return _pread_all(fd, self.size, self.position)
-        finally:
-            os.close(fd)
-
-    def fileno(self) -> int | None:
-        return None
-
-    def read_bytes(self) -> bytes:
-        return self.read()
-
-
-async def send_external(obj: Any, loop: asyncio.AbstractEventLoop, transport: asyncio.Transport) -> bool:
-    """Write a file slice (``path``, ``position``, ``size``, optional ``fileno()``) to
-    ``transport`` after everything written before it; False if fewer bytes were available.
+async def send_external(obj: FileSlice | SliceChain, loop: asyncio.AbstractEventLoop,
+                        transport: asyncio.Transport) -> bool:
+    """Write a file slice (or a chain of them) to ``transport`` after everything written
+    before it; False if fewer bytes were available.
 
     The slice is sent from a descriptor of our own (``loop.sendfile`` moves the file offset;
     the segment's shared descriptor must not be disturbed). A slice of a file deleted since
@@ -86,12 +63,12 @@ async def send_external(obj: Any, loop: asyncio.AbstractEventLoop, transport: as
         f.close()
 
 
-def _open_private(obj: Any) -> Any:
+def _open_private(obj: FileSlice) -> io.FileIO | None:
     try:
         return open(obj.path, "rb", buffering=0)  # noqa: SIM115 - caller closes
     except OSError:
         pass
-    fd = obj.fileno() if hasattr(obj, "fileno") else None
+    fd = obj.fileno()
     if fd is not None:
         try:
             return open(f"/proc/self/fd/{fd}", "rb", buffering=0)  # noqa: SIM115
@@ -126,7 +103,7 @@ class SliceChain:
 
     __slots__ = ("slices", "size")
 
-    def __init__(self, slices: list[Any]) -> None:
+    def __init__(self, slices: list[FileSlice]) -> None:
         self.slices = slices
         self.size = sum(s.size for s in slices)
 
@@ -134,33 +111,10 @@ class SliceChain:
         return b"".join(s.read_bytes() for s in self.slices)
 
 
-def as_records(result: Any) -> tuple[Any, int]:
-    """Normalise a storage read result into (records payload, size) for the encoder.
-
-    Accepts bytes, one slice, a list of slices, or an object carrying them in ``slices`` /
-    ``records`` (the storage layer's fetch-info shape).
-    """
-    if result is None:
-        return b"", 0
-    if isinstance(result, bytes | bytearray | memoryview):
-        return result, len(result)
-    if hasattr(result, "size") and hasattr(result, "position"):
-        return result, result.size
-    slices = None
-    for attr in ("slices", "records"):
-        v = getattr(result, attr, None)
-        if v is not None:
-            slices = v
-            break
-    if slices is None and isinstance(result, list | tuple):
-        slices = result
-    if slices is None:
-        raise TypeError(f"cannot send a read result of type {type(result).__name__}")
-    if isinstance(slices, bytes | bytearray | memoryview):
-        return slices, len(slices)
-    if hasattr(slices, "size") and hasattr(slices, "position"):
-        return slices, slices.size
-    slices = [s for s in slices if s.size]
+def as_records(info: FetchDataInfo) -> tuple[bytes | FileSlice | SliceChain, int]:
+    """A storage read as the records field of a fetch response, and its size: nothing, its
+    one slice, or its slices chained."""
+    slices = [s for s in info.slices if s.size]
     if not slices:
         return b"", 0
     if len(slices) == 1:

@@ -6,7 +6,8 @@ import asyncio
 import time
 
 from sparklog.broker.delayed import Waiters, wait_any
-from sparklog.broker.fileslice import FileSlice, SliceChain, as_records
+from sparklog.broker.fileslice import SliceChain, as_records
+from sparklog.storage import FetchDataInfo, FileSlice
 
 
 def test_wait_any_wakes_on_first_and_cleans_up():
@@ -38,18 +39,16 @@ def test_waiters_wait_timeout_and_wake():
 
 
 def test_as_records_shapes(tmp_path):
-    p = tmp_path / "f"
-    p.write_bytes(b"0123456789")
+    p = str(tmp_path / "f")
+    with open(p, "wb") as f:
+        f.write(b"0123456789")
     one = FileSlice(p, 2, 3)
 
-    class Info:
-        def __init__(self, slices):
-            self.slices = slices
+    def info(slices):
+        return FetchDataInfo(0, 0, slices)
 
-    assert as_records(None) == (b"", 0)
-    assert as_records(b"abc") == (b"abc", 3)
-    assert as_records(one) == (one, 3)
-    assert as_records(Info([])) == (b"", 0)
-    assert as_records(Info([one])) == (one, 3)
-    chain, size = as_records(Info([one, FileSlice(p, 7, 2)]))
+    assert as_records(info([])) == (b"", 0)
+    assert as_records(info([FileSlice(p, 5, 0)])) == (b"", 0)
+    assert as_records(info([one])) == (one, 3)
+    chain, size = as_records(info([one, FileSlice(p, 7, 2)]))
     assert isinstance(chain, SliceChain) and size == 5 and chain.read_bytes() == b"23478"

@@ -9,8 +9,8 @@ import struct
 
 import pytest
 
-from sparklog.broker.fileslice import FileSlice
 from sparklog.broker.server import CloseConnection, KafkaServer
+from sparklog.storage import FileSlice
 
 
 def _frame(body: bytes) -> bytes:
@@ -97,7 +97,7 @@ def test_file_slices_sent_in_order(tmp_path):
 
     async def proc(conn, frame):
         off, n = struct.unpack(">ii", frame[:8])
-        return [b"head", FileSlice(path, off, n), b"mid", FileSlice(path, 0, 10), b"tail"]
+        return [b"head", FileSlice(str(path), off, n), b"mid", FileSlice(str(path), 0, 10), b"tail"]
 
     async def main():
         srv = KafkaServer(proc, host="127.0.0.1", port=0)

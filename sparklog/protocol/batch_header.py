@@ -142,6 +142,7 @@ NO_TIMESTAMP = -1
 # the whole header in one call; field order as in BatchHeader
 HEADER = struct.Struct(">qiibIhiqqqhii")
 assert HEADER.size == BATCH_HEADER_SIZE
+_U8 = struct.Struct(">B")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
@@ -303,6 +304,16 @@ def batch_size(buf: Buffer, pos: int = 0) -> int:
 # ----------------------------------------------------------------------------- view
 
 
+def _field(fmt: struct.Struct, offset: int) -> property:
+    """A ``BatchView`` property reading one header field (``fmt`` at ``offset``)."""
+    unpack = fmt.unpack_from
+
+    def read(view: BatchView) -> int:
+        return unpack(view._buf, view._pos + offset)[0]
+
+    return property(read)
+
+
 class BatchView(DerivedFields):
     """Read-only view of ONE batch inside a larger buffer; nothing is copied.
 
@@ -355,10 +366,19 @@ class BatchView(DerivedFields):
         """Every header field at once (one struct call)."""
         return read_header(self._buf, self._pos)
 
-    # -- header fields
-    @property
-    def base_offset(self) -> int:
-        return _I64.unpack_from(self._buf, self._pos)[0]
+    # -- header fields, read from the buffer on every access
+    base_offset = _field(_I64, BASE_OFFSET_OFFSET)
+    partition_leader_epoch = _field(_I32, PARTITION_LEADER_EPOCH_OFFSET)
+    magic = _field(_U8, MAGIC_OFFSET)
+    crc = _field(_U32, CRC_OFFSET)
+    attributes = _field(_I16, ATTRIBUTES_OFFSET)
+    last_offset_delta = _field(_I32, LAST_OFFSET_DELTA_OFFSET)
+    base_timestamp = _field(_I64, BASE_TIMESTAMP_OFFSET)
+    max_timestamp = _field(_I64, MAX_TIMESTAMP_OFFSET)
+    producer_id = _field(_I64, PRODUCER_ID_OFFSET)
+    producer_epoch = _field(_I16, PRODUCER_EPOCH_OFFSET)
+    base_sequence = _field(_I32, BASE_SEQUENCE_OFFSET)
+    record_count = _field(_I32, RECORD_COUNT_OFFSET)
 
     @property
     def batch_length(self) -> int:
@@ -367,50 +387,6 @@ class BatchView(DerivedFields):
     @property
     def size(self) -> int:
         return self._size
-
-    @property
-    def partition_leader_epoch(self) -> int:
-        return _I32.unpack_from(self._buf, self._pos + PARTITION_LEADER_EPOCH_OFFSET)[0]
-
-    @property
-    def magic(self) -> int:
-        return self._buf[self._pos + MAGIC_OFFSET]
-
-    @property
-    def crc(self) -> int:
-        return _U32.unpack_from(self._buf, self._pos + CRC_OFFSET)[0]
-
-    @property
-    def attributes(self) -> int:
-        return _I16.unpack_from(self._buf, self._pos + ATTRIBUTES_OFFSET)[0]
-
-    @property
-    def last_offset_delta(self) -> int:
-        return _I32.unpack_from(self._buf, self._pos + LAST_OFFSET_DELTA_OFFSET)[0]
-
-    @property
-    def base_timestamp(self) -> int:
-        return _I64.unpack_from(self._buf, self._pos + BASE_TIMESTAMP_OFFSET)[0]
-
-    @property
-    def max_timestamp(self) -> int:
-        return _I64.unpack_from(self._buf, self._pos + MAX_TIMESTAMP_OFFSET)[0]
-
-    @property
-    def producer_id(self) -> int:
-        return _I64.unpack_from(self._buf, self._pos + PRODUCER_ID_OFFSET)[0]
-
-    @property
-    def producer_epoch(self) -> int:
-        return _I16.unpack_from(self._buf, self._pos + PRODUCER_EPOCH_OFFSET)[0]
-
-    @property
-    def base_sequence(self) -> int:
-        return _I32.unpack_from(self._buf, self._pos + BASE_SEQUENCE_OFFSET)[0]
-
-    @property
-    def record_count(self) -> int:
-        return _I32.unpack_from(self._buf, self._pos + RECORD_COUNT_OFFSET)[0]
 
     @property
     def has_producer_id(self) -> bool:

@@ -330,13 +330,15 @@ class LogManager:
             shutil.rmtree(d, ignore_errors=True)
 
     # ------------------------------------------------------------------ checkpoints
-    def _per_dir(self, value: Callable[[PartitionLog], int]) -> dict[str, dict[TopicPartition, int]]:
-        out: dict[str, dict[TopicPartition, int]] = {d: {} for d in self.log_dirs}
+    def _write_checkpoint(self, name: str, value: Callable[[PartitionLog], int]) -> None:
+        """Write checkpoint file ``name`` in every log dir: ``value`` of each of its logs."""
+        per_dir: dict[str, dict[TopicPartition, int]] = {d: {} for d in self.log_dirs}
         with self._lock:
             items = [(tp, p, self._log_dir_of[tp]) for tp, p in self._logs.items()]
         for tp, plog, d in items:
-            out[d][tp] = value(plog)
-        return out
+            per_dir[d][tp] = value(plog)
+        for d, entries in per_dir.items():
+            write_offset_checkpoint(os.path.join(d, name), entries)
 
     def write_checkpoints(self) -> None:
         self.write_recovery_checkpoints()
@@ -345,20 +347,16 @@ class LogManager:
         self.write_cleaner_checkpoints()
 
     def write_recovery_checkpoints(self) -> None:
-        for d, entries in self._per_dir(lambda p: p.recovery_point).items():
-            write_offset_checkpoint(os.path.join(d, RECOVERY_POINT_CHECKPOINT), entries)
+        self._write_checkpoint(RECOVERY_POINT_CHECKPOINT, lambda p: p.recovery_point)
 
     def write_log_start_checkpoints(self) -> None:
-        for d, entries in self._per_dir(lambda p: p.log_start_offset).items():
-            write_offset_checkpoint(os.path.join(d, LOG_START_OFFSET_CHECKPOINT), entries)
+        self._write_checkpoint(LOG_START_OFFSET_CHECKPOINT, lambda p: p.log_start_offset)
 
     def write_hw_checkpoints(self) -> None:
-        for d, entries in self._per_dir(lambda p: p.high_watermark).items():
-            write_offset_checkpoint(os.path.join(d, REPLICATION_CHECKPOINT), entries)
+        self._write_checkpoint(REPLICATION_CHECKPOINT, lambda p: p.high_watermark)
 
     def write_cleaner_checkpoints(self) -> None:
-        for d, entries in self._per_dir(lambda p: p.cleaner_checkpoint).items():
-            write_offset_checkpoint(os.path.join(d, CLEANER_CHECKPOINT), entries)
+        self._write_checkpoint(CLEANER_CHECKPOINT, lambda p: p.cleaner_checkpoint)
 
     # ------------------------------------------------------------------ shutdown
     def shutdown(self, timeout_s: float = 30.0) -> None:

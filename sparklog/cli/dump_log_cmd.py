@@ -127,7 +127,10 @@ def dump(path: str, *, deep: bool, data: bool) -> int:
 
 
 def _is_commit(key: bytes | None) -> bool:
-    return key is not None and len(key) >= 4 and struct.unpack(">hh", key[:4])[1] == 1
+    from sparklog.protocol.control_records import ControlRecordType, parse_control_record_key
+
+    return (key is not None and len(key) >= 4
+            and parse_control_record_key(key)[1] == ControlRecordType.COMMIT)
 
 
 def _dump_entries(path: str, entry: struct.Struct, line: Callable[[int, int, int], str],

@@ -19,9 +19,9 @@ What is here, by use:
   for loops that look at every batch (validation, scans, decoding).
 * ``BatchView``: a read-only view of one batch inside a larger buffer; fields are read
   lazily, so a view follows the in-place stamping below.
-* ``validate_batches`` / ``check_crcs``: the checks every batch a log stores must pass, one
-  unpack and one combined comparison per batch; only a failing batch pays for finding out
-  which rule it broke.
+* ``validate_batches``: the checks every batch a log stores must pass, one unpack and one
+  combined comparison per batch (plus the caller's own rules); only a failing batch pays
+  for finding out which rule it broke.
 * ``write_header``, ``stamp_offset_and_epoch``, ``stamp_log_append_time``, ``stamp_crc``:
   building a header, and the broker's stamping of a client's batch (base offset, partition
   leader epoch, and under LogAppendTime the timestamp-type bit and maxTimestamp).
@@ -40,8 +40,9 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from enum import IntEnum
 from typing import NamedTuple
 
@@ -92,7 +93,6 @@ __all__ = [
     "DerivedFields",
     "batch_size",
     "byte_view",
-    "check_crcs",
     "increment_sequence",
     "iter_batch_views",
     "make_attributes",
@@ -147,6 +147,7 @@ _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
 _I64 = struct.Struct(">q")
+_OFFSET_LENGTH_EPOCH = struct.Struct(">qii")  # the first 16 bytes: stamped together
 
 _INT32_MAX = 0x7FFFFFFF
 _MAX_KNOWN_CODEC = 4  # zstd
@@ -279,7 +280,7 @@ class BatchHeader(_HeaderTuple, DerivedFields):
         return LOG_OVERHEAD + self.batch_length
 
 
-_make_header = BatchHeader._make
+_make_header = functools.partial(tuple.__new__, BatchHeader)  # BatchHeader._make, minus a frame
 _unpack_header = HEADER.unpack_from
 
 
@@ -473,15 +474,15 @@ def iter_batch_views(
 
 
 def validate_batches(
-    mv: memoryview, max_batch_size: int = _INT32_MAX, *, verify_crc: bool = True
+    mv: memoryview, max_batch_size: int = _INT32_MAX,
+    check: Callable[[BatchHeader], None] | None = None,
 ) -> list[tuple[int, BatchHeader]]:
     """(position, header) of every batch in ``mv``, which they must fill exactly.
 
     Checks, in this order, per batch: whole (length >= 49, inside ``mv``), magic 2, size
     <= ``max_batch_size`` (RecordTooLargeError), a known codec (UnsupportedCompressionError),
-    lastOffsetDelta and recordCount >= 0, then the CRC unless ``verify_crc`` is False (the
-    log applies the producer rules first, then ``check_crcs``). Nothing in the records
-    section is read except by the CRC."""
+    lastOffsetDelta and recordCount >= 0, then ``check(header)`` when given (the log's
+    producer rules), then the CRC. Nothing in the records section is read but by the CRC."""
     out: list[tuple[int, BatchHeader]] = []
     n = len(mv)
     pos = 0
@@ -493,24 +494,19 @@ def validate_batches(
                 f"truncated batch at position {pos}: {n - pos} bytes, header needs "
                 f"{BATCH_HEADER_SIZE}")
         hdr = make(unpack(mv, pos))
-        length = hdr[1]
+        _b, length, _e, magic, crc, attrs, lod, _bt, _mt, _pid, _pe, _bs, count = hdr
         size = LOG_OVERHEAD + length
-        if not (length >= MIN_BATCH_LENGTH and pos + size <= n and hdr[3] == MAGIC_V2
-                and size <= max_batch_size and hdr[5] & COMPRESSION_MASK <= _MAX_KNOWN_CODEC
-                and hdr[6] >= 0 and hdr[12] >= 0):
+        if not (length >= MIN_BATCH_LENGTH and pos + size <= n and magic == MAGIC_V2
+                and size <= max_batch_size and attrs & COMPRESSION_MASK <= _MAX_KNOWN_CODEC
+                and lod >= 0 and count >= 0):
             _raise_malformed(hdr, pos, n, max_batch_size)
-        if verify_crc and crc32c(mv[pos + ATTRIBUTES_OFFSET : pos + size]) != hdr[4]:
+        if check is not None:
+            check(hdr)
+        if crc32c(mv[pos + ATTRIBUTES_OFFSET : pos + size]) != crc:
             raise CorruptRecordError(f"batch at position {pos}: CRC mismatch")
         out.append((pos, hdr))
         pos += size
     return out
-
-
-def check_crcs(mv: memoryview, batches: list[tuple[int, BatchHeader]]) -> None:
-    """The CRC pass ``validate_batches(verify_crc=False)`` left out."""
-    for pos, hdr in batches:
-        if crc32c(mv[pos + ATTRIBUTES_OFFSET : pos + LOG_OVERHEAD + hdr[1]]) != hdr[4]:
-            raise CorruptRecordError(f"batch at position {pos}: CRC mismatch")
 
 
 def _raise_malformed(hdr: BatchHeader, pos: int, n: int, limit: int) -> None:
@@ -557,10 +553,10 @@ def _check_stamp_target(buf: bytearray | memoryview, pos: int) -> None:
 def stamp_offset_and_epoch(
     buf: bytearray | memoryview, pos: int, base_offset: int, partition_leader_epoch: int
 ) -> None:
-    """Assign the batch its base offset and the leader's epoch (both outside the CRC)."""
-    _check_stamp_target(buf, pos)
-    _I64.pack_into(buf, pos + BASE_OFFSET_OFFSET, base_offset)
-    _I32.pack_into(buf, pos + PARTITION_LEADER_EPOCH_OFFSET, partition_leader_epoch)
+    """Assign the batch its base offset and the leader's epoch (both outside the CRC), with
+    its batchLength (between them) written back unchanged: one struct call."""
+    _OFFSET_LENGTH_EPOCH.pack_into(buf, pos, base_offset, _I32.unpack_from(buf, pos + BATCH_LENGTH_OFFSET)[0],
+                                   partition_leader_epoch)
 
 
 def stamp_crc(buf: bytearray | memoryview, pos: int, records: Buffer | None = None) -> int:

@@ -22,20 +22,22 @@ Invariants:
 * A producer's batch that breaks several rules reports the first of: its structure (torn,
   magic, ``max.message.bytes``, codec, negative delta or count), the producer rules (records
   present, lastOffsetDelta + 1 == recordCount, no control batch, a sequence with a producer
-  id, ``message.timestamp.before/after.max.ms``), its CRC, a missing key on a compacted
-  topic. Only a failing batch pays for finding out which rule it broke.
+  id, ``message.timestamp.before/after.max.ms``), its CRC; then a missing key on a
+  compacted topic. Batches are checked in order. Only a failing batch pays for finding out
+  which rule it broke.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from functools import partial
+from typing import NamedTuple
 
 from sparklog.protocol.batch_header import (
     BATCH_HEADER_SIZE,
     CONTROL_MASK,
+    LOG_OVERHEAD,
     BatchHeader,
     Buffer,
-    check_crcs,
     stamp_log_append_time,
     stamp_offset_and_epoch,
     validate_batches,
@@ -56,35 +58,26 @@ __all__ = [
 Batches = list[tuple[int, BatchHeader]]  # (position in the append, header) per batch
 
 
-@dataclass(slots=True)
-class AppendBatches:
+class AppendBatches(NamedTuple):
     """An append ready to write, and what the log's bookkeeping learns from it."""
 
     buffers: list[Buffer]  # written in this order with one pwritev
     size: int
     # per batch (base offset, last offset, size, max timestamp): the segment's index input
-    metas: list[tuple[int, int, int, int]] = field(default_factory=list)
-    producer_batches: list[ProducerBatch] = field(default_factory=list)
-    leader_epochs: list[tuple[int, int]] = field(default_factory=list)  # (epoch, start offset)
-    max_timestamp: int = -1
-    offset_of_max_timestamp: int = -1
-    record_count: int = 0
-    next_offset: int = 0
+    metas: list[tuple[int, int, int, int]]
+    producer_batches: list[ProducerBatch]
+    leader_epochs: list[tuple[int, int]]  # (epoch, start offset) of replicated batches
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    record_count: int
+    next_offset: int
 
     @property
     def first_offset(self) -> int:
         return self.metas[0][0]
 
-    def add(self, header: BatchHeader, base_offset: int, max_timestamp: int) -> None:
-        last = base_offset + header.last_offset_delta
-        self.metas.append((base_offset, last, header.size, max_timestamp))
-        if max_timestamp > self.max_timestamp:
-            self.max_timestamp, self.offset_of_max_timestamp = max_timestamp, last
-        if header.producer_id >= 0:
-            self.producer_batches.append(
-                ProducerBatch.from_header(header, base_offset, max_timestamp))
-        self.record_count += header.record_count
-        self.next_offset = last + 1
+
+_new_append = tuple.__new__  # AppendBatches(...) without its Python-level __new__
 
 
 def validate_leader_append(mv: memoryview, config: LogConfig, *, from_client: bool,
@@ -94,28 +87,25 @@ def validate_leader_append(mv: memoryview, config: LogConfig, *, from_client: bo
     and the CRC (no size limit: its batches are bounded by its own config)."""
     if not from_client:
         return validate_batches(mv)
-    batches = validate_batches(mv, config.max_message_bytes, verify_crc=False)
     log_append_time = config.message_timestamp_type == "LogAppendTime"
     before = -1 if log_append_time else config.message_timestamp_before_max_ms
-    _check_producer_rules(batches, now_ms, before, config.message_timestamp_after_max_ms)
-    check_crcs(mv, batches)
+    rules = partial(_check_producer_batch, now_ms, before, config.message_timestamp_after_max_ms)
+    batches = validate_batches(mv, config.max_message_bytes, rules)
     if "compact" in config.cleanup_policy:
         _check_keys(mv, batches)
     return batches
 
 
-def _check_producer_rules(batches: Batches, now: int, before: int, after: int) -> None:
+def _check_producer_batch(now: int, before: int, after: int, h: BatchHeader) -> None:
     """The rules a producer's batch must follow; ``before`` < 0 skips the timestamp checks
     (LogAppendTime replaces the timestamps anyway)."""
-    check_ts = before >= 0
-    for _pos, h in batches:
-        count, lod, max_ts = h.record_count, h.last_offset_delta, h.max_timestamp
-        ok = (count > 0 and lod + 1 == count and not h.attributes & CONTROL_MASK
-              and (h.producer_id < 0 or h.base_sequence >= 0))
-        if ok and check_ts and max_ts >= 0:
-            ok = max_ts - now <= after and now - max_ts <= before
-        if not ok:
-            _raise_broken_rule(h, now, before, after)
+    count, max_ts = h.record_count, h.max_timestamp
+    ok = (count > 0 and h.last_offset_delta + 1 == count and not h.attributes & CONTROL_MASK
+          and (h.producer_id < 0 or h.base_sequence >= 0))
+    if ok and before >= 0 and max_ts >= 0:
+        ok = max_ts - now <= after and now - max_ts <= before
+    if not ok:
+        _raise_broken_rule(h, now, before, after)
 
 
 def _raise_broken_rule(h: BatchHeader, now: int, before: int, after: int) -> None:
@@ -149,38 +139,56 @@ def assign_offsets(mv: memoryview, batches: Batches, first_offset: int, leader_e
                    log_append_time: int | None) -> AppendBatches:
     """Offsets from ``first_offset`` on, the leader's epoch and (when given) the log-append
     time, stamped into a copy of each header; the records are sent as they came."""
-    out = AppendBatches([], len(mv))
-    nxt = first_offset
+    buffers: list[Buffer] = []
+    metas, producer_batches = [], []
+    max_ts, offset_of_max_ts, count, nxt = -1, -1, 0, first_offset
     for pos, h in batches:
-        size = h.size
+        # one unpack instead of six attribute reads: this loop runs for every produced batch
+        _b, length, _e, _m, _c, _a, lod, _bt, ts, producer_id, _pe, _bs, n = h
+        size = LOG_OVERHEAD + length
         header = bytearray(mv[pos : pos + BATCH_HEADER_SIZE])
         stamp_offset_and_epoch(header, 0, nxt, leader_epoch)
         records = mv[pos + BATCH_HEADER_SIZE : pos + size]
-        out.buffers.append(header)
+        buffers.append(header)
         if size > BATCH_HEADER_SIZE:
-            out.buffers.append(records)
-        if log_append_time is None:
-            out.add(h, nxt, h.max_timestamp)
-        else:
-            stamp_log_append_time(header, 0, log_append_time, records)
-            out.add(h, nxt, log_append_time)
-        nxt = out.next_offset
-    return out
+            buffers.append(records)
+        if log_append_time is not None:
+            ts = log_append_time
+            stamp_log_append_time(header, 0, ts, records)
+        # the bookkeeping, as in replicated_batches
+        last = nxt + lod
+        metas.append((nxt, last, size, ts))
+        if ts > max_ts:
+            max_ts, offset_of_max_ts = ts, last
+        if producer_id >= 0:
+            producer_batches.append(ProducerBatch.from_header(h, nxt, ts))
+        count += n
+        nxt = last + 1
+    return _new_append(AppendBatches, (buffers, len(mv), metas, producer_batches, [], max_ts,
+                                       offset_of_max_ts, count, nxt))
 
 
 def replicated_batches(mv: memoryview, batches: Batches, log_end_offset: int,
                        partition: str) -> AppendBatches:
     """A follower append: batches keep their offsets, which must start at or after the log
     end and increase (a gap is allowed: the leader compacted or moved its start)."""
-    out = AppendBatches([mv], len(mv))
-    expected = log_end_offset
+    metas, producer_batches, epochs = [], [], []
+    max_ts, offset_of_max_ts, count, expected = -1, -1, 0, log_end_offset
     for _pos, h in batches:
-        base = h.base_offset
+        base, ts = h.base_offset, h.max_timestamp
         if base < expected:
             raise UnexpectedAppendOffsetError(
                 f"{partition}: batch at offset {base} is below the expected offset {expected}")
-        out.add(h, base, h.max_timestamp)
         if h.partition_leader_epoch >= 0:
-            out.leader_epochs.append((h.partition_leader_epoch, base))
-        expected = out.next_offset
-    return out
+            epochs.append((h.partition_leader_epoch, base))
+        # the bookkeeping, as in assign_offsets
+        last = base + h.last_offset_delta
+        metas.append((base, last, LOG_OVERHEAD + h.batch_length, ts))
+        if ts > max_ts:
+            max_ts, offset_of_max_ts = ts, last
+        if h.producer_id >= 0:
+            producer_batches.append(ProducerBatch.from_header(h, base, ts))
+        count += h.record_count
+        expected = last + 1
+    return _new_append(AppendBatches, ([mv], len(mv), metas, producer_batches, epochs, max_ts,
+                                       offset_of_max_ts, count, expected))

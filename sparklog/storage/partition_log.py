@@ -245,12 +245,14 @@ class PartitionLog:
             return AppendInfo(-1, -1, -1, self._log_start_offset)
         lat = self.config.message_timestamp_type == "LogAppendTime"
         with self._lock:
-            self._check_open()
+            if self._closed:
+                self._check_open()
             epochs = self._epochs
-            if 0 <= leader_epoch < epochs.latest_epoch:
+            latest_epoch = epochs.latest_epoch
+            if 0 <= leader_epoch < latest_epoch:
                 raise FencedLeaderEpochError(
                     f"append with leader epoch {leader_epoch} below the latest epoch "
-                    f"{epochs.latest_epoch} of {self.topic}-{self.partition}")
+                    f"{latest_epoch} of {self.topic}-{self.partition}")
             first = self._leo
             a = assign_offsets(mv, batches, first, leader_epoch, now if lat else None)
             updated = None
@@ -267,7 +269,7 @@ class PartitionLog:
                 self._producers.commit(updated, a.next_offset)
             else:
                 self._producers.map_end_offset = a.next_offset
-            if leader_epoch >= 0 and leader_epoch != epochs.latest_epoch:
+            if leader_epoch >= 0 and leader_epoch != latest_epoch:
                 epochs.assign(leader_epoch, first)
             self._leo = a.next_offset
             info = AppendInfo(first, a.next_offset - 1, now if lat else -1,
@@ -338,10 +340,8 @@ class PartitionLog:
                     base_offset: int | None = None) -> None:
         seg = self._segments[-1]
         cfg = self.config
-        if seg.should_roll(segment_bytes=cfg.segment_bytes, segment_ms=cfg.segment_ms,
-                           jitter_ms=self._roll_jitter_ms, incoming_bytes=incoming,
-                           incoming_max_ts=max_ts if max_ts >= 0 else now,
-                           incoming_last_offset=last_offset, now_ms=now):
+        if seg.should_roll(cfg.segment_bytes, cfg.segment_ms, self._roll_jitter_ms, incoming,
+                           max_ts if max_ts >= 0 else now, last_offset, now):
             self._roll_locked(base_offset)
 
     def roll(self) -> LogSegment:

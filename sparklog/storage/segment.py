@@ -20,6 +20,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from sparklog.protocol.batch_header import (
     BATCH_HEADER_SIZE,
@@ -95,8 +96,7 @@ class BatchPosition:
     max_timestamp: int
 
 
-@dataclass(frozen=True, slots=True)
-class SegmentRead:
+class SegmentRead(NamedTuple):
     """What ``LogSegment.read`` found: ``size`` bytes of whole batches from ``position``,
     ``next_offset`` being the offset after them. ``size`` 0: nothing to return here and
     nothing after it (the next batch is at or past the limit, or does not fit)."""
@@ -105,6 +105,9 @@ class SegmentRead:
     size: int
     next_offset: int
     to_end: bool  # the bytes reach the end of what the segment can serve
+
+
+_new_read = tuple.__new__  # SegmentRead(...) without its Python-level __new__: once per read
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,7 +232,7 @@ class LogSegment:
             rest = rest[w:]
             pos += w
 
-    def should_roll(self, *, segment_bytes: int, segment_ms: int, jitter_ms: int,
+    def should_roll(self, segment_bytes: int, segment_ms: int, jitter_ms: int,
                     incoming_bytes: int, incoming_max_ts: int, incoming_last_offset: int,
                     now_ms: int) -> bool:
         if self.size == 0:
@@ -293,9 +296,8 @@ class LogSegment:
         if first is None:
             return None
         start = first.position
-        nothing = SegmentRead(start, 0, offset, False)
         if first.base_offset >= limit_offset:
-            return nothing
+            return _new_read(SegmentRead, (start, 0, offset, False))
         end, next_offset = readable_end, self.next_offset
         if limit_offset < self.next_offset:
             stop = self.find_batch(limit_offset, start, readable_end)
@@ -309,14 +311,12 @@ class LogSegment:
                 cut, cut_offset = self._last_boundary(start, want_end, end)
             if cut == start:
                 if not min_one_message:
-                    return nothing
+                    return _new_read(SegmentRead, (start, 0, offset, False))
                 cut, cut_offset = start + first.size, first.last_offset + 1
                 if cut > end:
-                    return nothing
+                    return _new_read(SegmentRead, (start, 0, offset, False))
             end, next_offset = cut, cut_offset
-        if end <= start:
-            return nothing
-        return SegmentRead(start, end - start, next_offset, end >= readable_end)
+        return _new_read(SegmentRead, (start, max(end - start, 0), next_offset, end >= readable_end))
 
     def _last_boundary(self, start_pos: int, want_end: int, end_pos: int) -> tuple[int, int]:
         """The last batch boundary <= ``want_end`` (and the offset after it), scanning from

@@ -21,7 +21,8 @@ __all__ = ["SparseIndex"]
 class SparseIndex:
     _KIND = "index"  # names the file in error messages
     _ENTRY_SIZE = 0
-    # the relative-offsets column; each subclass also holds one other column of the same length
+    # the relative-offsets column; each subclass also holds one other column, always of the
+    # same length (so ``len(self._offsets)`` counts the entries)
     _offsets: MutableSequence[int]
 
     def __init__(self, path: str, base_offset: int, max_entries: int) -> None:
@@ -33,7 +34,7 @@ class SparseIndex:
 
     # -- subclass hooks
     def _columns(self) -> tuple[MutableSequence[int], MutableSequence[int]]:
-        """Both columns, the one ``entries`` counts first."""
+        """Both columns."""
         raise NotImplementedError
 
     def _encode(self, start: int) -> bytes:
@@ -72,11 +73,11 @@ class SparseIndex:
     # -- writes
     @property
     def entries(self) -> int:
-        return len(self._columns()[0])
+        return len(self._offsets)
 
     @property
-    def is_full(self) -> bool:
-        return self.entries >= self.max_entries
+    def is_full(self) -> bool:  # checked on every append: no nested property
+        return len(self._offsets) >= self.max_entries
 
     def truncate_to(self, offset: int) -> None:
         """Remove the entries for offsets >= ``offset``."""

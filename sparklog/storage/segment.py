@@ -87,8 +87,9 @@ def parse_segment_name(name: str) -> tuple[int, str] | None:
     return int(head), "." + rest
 
 
-@dataclass(frozen=True, slots=True)
-class BatchPosition:
+class BatchPosition(NamedTuple):
+    """Where a batch lies in the segment file, and the header fields reads need."""
+
     position: int
     base_offset: int
     last_offset: int
@@ -107,7 +108,8 @@ class SegmentRead(NamedTuple):
     to_end: bool  # the bytes reach the end of what the segment can serve
 
 
-_new_read = tuple.__new__  # SegmentRead(...) without its Python-level __new__: once per read
+# NamedTuple(...) without its Python-level __new__: a BatchPosition per header scanned
+_new_tuple = tuple.__new__
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,6 +262,7 @@ class LogSegment:
         pos = start_pos
         fd = self.fd
         unpack = HEADER.unpack_from
+        new = _new_tuple
         chunk_size = _SCAN_MIN
         while pos + BATCH_HEADER_SIZE <= end:
             chunk = os.pread(fd, min(chunk_size, end - pos), pos)
@@ -271,7 +274,7 @@ class LogSegment:
                 size = LOG_OVERHEAD + length
                 if length < MIN_BATCH_LENGTH or pos + i + size > end:
                     return
-                yield BatchPosition(pos + i, base, base + lod, size, max_ts)
+                yield new(BatchPosition, (pos + i, base, base + lod, size, max_ts))
                 i += size
             if i <= n and chunk_size < _SCAN_CHUNK:
                 chunk_size *= 2  # several headers per read paid off: read more next time
@@ -297,7 +300,7 @@ class LogSegment:
             return None
         start = first.position
         if first.base_offset >= limit_offset:
-            return _new_read(SegmentRead, (start, 0, offset, False))
+            return _new_tuple(SegmentRead, (start, 0, offset, False))
         end, next_offset = readable_end, self.next_offset
         if limit_offset < self.next_offset:
             stop = self.find_batch(limit_offset, start, readable_end)
@@ -311,12 +314,14 @@ class LogSegment:
                 cut, cut_offset = self._last_boundary(start, want_end, end)
             if cut == start:
                 if not min_one_message:
-                    return _new_read(SegmentRead, (start, 0, offset, False))
+                    return _new_tuple(SegmentRead, (start, 0, offset, False))
                 cut, cut_offset = start + first.size, first.last_offset + 1
                 if cut > end:
-                    return _new_read(SegmentRead, (start, 0, offset, False))
+                    return _new_tuple(SegmentRead, (start, 0, offset, False))
             end, next_offset = cut, cut_offset
-        return _new_read(SegmentRead, (start, max(end - start, 0), next_offset, end >= readable_end))
+        if end <= start:
+            return _new_tuple(SegmentRead, (start, 0, offset, False))
+        return _new_tuple(SegmentRead, (start, end - start, next_offset, end >= readable_end))
 
     def _last_boundary(self, start_pos: int, want_end: int, end_pos: int) -> tuple[int, int]:
         """The last batch boundary <= ``want_end`` (and the offset after it), scanning from

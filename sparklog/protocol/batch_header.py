@@ -2,8 +2,8 @@
 
 Every layer reads this header: the codecs (``records``, ``record_arrow``,
 ``record_arrow_encode``), the log (validation, stamping, recovery, index scans) and the
-client's fetch path. None of them spells out an offset or a struct format of its own; they
-use what this module declares::
+client's fetch path. This module declares it, so that none of them needs an offset or a
+struct format of its own::
 
      0 baseOffset i64 | 8 batchLength i32 | 12 partitionLeaderEpoch i32 | 16 magic i8 |
     17 crc u32 (CRC-32C of bytes 21..end) | 21 attributes i16 | 23 lastOffsetDelta i32 |

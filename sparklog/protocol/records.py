@@ -2,10 +2,10 @@
 
 The producer, the consumer's small fetches, the log cleaner and the tests need each record
 as an object; this is that codec. The header layout, the zero-copy ``BatchView`` and the
-broker's stamping live in ``batch_header`` (a broker validates, stamps and stores a client's
-bytes without ever touching the records inside, so it never needs this module's decoder);
-the vectorised Arrow decoder that reads whole fetches without a Python object per record is
-``record_arrow``.
+broker's stamping live in ``batch_header``: a broker validates, stamps and stores a client's
+bytes without touching the records inside (only a compacted topic's key check and a
+timestamp lookup decode them here). The vectorised Arrow decoder that reads whole fetches
+without a Python object per record is ``record_arrow``.
 
 Invariant: corrupt bytes never come back as records. ``decode_batch`` checks the CRC and the
 header before parsing, and the record parser checks every length against the record's and

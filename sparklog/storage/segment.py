@@ -192,18 +192,22 @@ class LogSegment:
             self._write_at(buffers, total, start)
         interval = self.index_interval_bytes
         oi, ti = self.offset_index, self.time_index
+        # per batch, on locals (written back once): this loop runs on every append
+        seg_max_ts, seg_max_ts_offset = self.max_timestamp, self.offset_of_max_timestamp
+        unindexed = self.bytes_since_last_index
+        if pos == 0 and self.first_batch_timestamp < 0:
+            self.first_batch_timestamp = metas[0][3]
         for _base, last, size, max_ts in metas:
-            if max_ts > self.max_timestamp:
-                self.max_timestamp = max_ts
-                self.offset_of_max_timestamp = last
-            if self.first_batch_timestamp < 0 and pos == 0:
-                self.first_batch_timestamp = max_ts
-            if self.bytes_since_last_index > interval:
+            if max_ts > seg_max_ts:
+                seg_max_ts, seg_max_ts_offset = max_ts, last
+            if unindexed > interval:
                 oi.append(last, pos)
-                ti.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
-                self.bytes_since_last_index = 0
-            self.bytes_since_last_index += size
+                ti.maybe_append(seg_max_ts, seg_max_ts_offset)
+                unindexed = 0
+            unindexed += size
             pos += size
+        self.max_timestamp, self.offset_of_max_timestamp = seg_max_ts, seg_max_ts_offset
+        self.bytes_since_last_index = unindexed
         self.size = pos
         self.next_offset = metas[-1][1] + 1
         return start

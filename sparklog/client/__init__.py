@@ -6,15 +6,18 @@ synchronous.
 """
 
 from sparklog.client.admin import AdminClient, NewTopic, OffsetSpec
+from sparklog.client.arrow_fetch import ArrowFetcher, FetchedRows
 from sparklog.client.consumer import Consumer, ConsumerRecord
 from sparklog.client.metadata import PartitionMetadata, TopicMetadata, TopicPartition
 from sparklog.client.producer import DeliveryError, Producer, ProducerInterceptor, RecordMetadata
 
 __all__ = [
     "AdminClient",
+    "ArrowFetcher",
     "Consumer",
     "ConsumerRecord",
     "DeliveryError",
+    "FetchedRows",
     "NewTopic",
     "OffsetSpec",
     "PartitionMetadata",

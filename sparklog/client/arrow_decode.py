@@ -14,12 +14,15 @@ are and ``arrow_fetch`` turns them into the Spark layout.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 
 from sparklog.protocol.record_arrow import decode_batches_to_arrow
-from sparklog.protocol.records import BatchView
+
+if TYPE_CHECKING:
+    from sparklog.protocol.records import BatchView
 
 __all__ = ["DecodedFetch", "decode_fetched"]
 

@@ -5,11 +5,11 @@ a GIL), then per repetition and per phase uses a fresh topic:
 
   produce  sparklog Producer.produce() per record | sparklog Producer.produce_arrow() |
            confluent-kafka Producer.produce() per record        (100-byte values)
-  consume  sparklog Consumer.fetch_arrow() | confluent-kafka Consumer.consume()
+  consume  sparklog ArrowFetcher.fetch() | confluent-kafka Consumer.consume()
            (both read the topic written by confluent-kafka in that repetition)
 
 Prints records/s (min / median / max) and the ratios the issue sets as targets:
-bulk >= 1.0x, per-record >= 0.5x confluent produce; fetch_arrow >= 1.0x confluent consume.
+bulk >= 1.0x, per-record >= 0.5x confluent produce; Arrow fetch >= 1.0x confluent consume.
 
     .venv/bin/python bench/client.py [--records 300000] [--reps 3] [--partitions 1]
 """
@@ -36,7 +36,13 @@ from confluent_kafka import Consumer as CKConsumer  # noqa: E402
 from confluent_kafka import Producer as CKProducer  # noqa: E402
 from confluent_kafka import TopicPartition as CKTopicPartition  # noqa: E402
 
-from sparklog.client import AdminClient, Consumer, NewTopic, Producer, TopicPartition  # noqa: E402
+from sparklog.client import (  # noqa: E402
+    AdminClient,
+    ArrowFetcher,
+    NewTopic,
+    Producer,
+    TopicPartition,
+)
 
 VALUE = bytes(65 + (i * 7) % 26 for i in range(100))  # 100 bytes, like Kafka's perf tool
 COMMON = {"acks": "all", "linger.ms": 5, "enable.idempotence": False}
@@ -117,7 +123,7 @@ def ck_produce(bs: str, topic: str, n: int) -> float:
 
 def sl_fetch_arrow(bs: str, topic: str, partitions: int, n: int) -> float:
     t0 = time.perf_counter()
-    c = Consumer({"bootstrap.servers": bs})
+    c = ArrowFetcher({"bootstrap.servers": bs})
     got = 0
     for p in range(partitions):
         tp = TopicPartition(topic, p)
@@ -125,10 +131,11 @@ def sl_fetch_arrow(bs: str, topic: str, partitions: int, n: int) -> float:
         while end is None or pos < end:
             # a reader knows where to stop (Spark: the planned end offset); here the high
             # watermark of the first response, so no empty long-poll ends the loop
-            b = c.fetch_arrow(tp, pos, max_bytes=8 * 1024 * 1024, include_headers=False,
+            fetched = c.fetch(tp, pos, max_bytes=8 * 1024 * 1024, include_headers=False,
                               timeout_ms=5000)
+            b = fetched.batch
             if end is None:
-                end = int(b.schema.metadata[b"high_watermark"])
+                end = fetched.high_watermark
             if b.num_rows == 0:
                 break
             got += b.num_rows
@@ -204,7 +211,7 @@ def main() -> int:
     labels = {"sl_produce": "sparklog produce() per record",
               "sl_arrow": "sparklog produce_arrow() bulk",
               "ck_produce": "confluent-kafka produce()",
-              "sl_fetch_arrow": "sparklog fetch_arrow()",
+              "sl_fetch_arrow": "sparklog ArrowFetcher.fetch()",
               "ck_consume": "confluent-kafka consume()"}
     for k, label in labels.items():
         print(f"  {label:32s} {fmt(res[k])}")
@@ -213,7 +220,7 @@ def main() -> int:
           "  [>= 1.0]")
     print(f"  per-record produce / confluent produce   {med['sl_produce'] / med['ck_produce']:.2f}x"
           "  [>= 0.5]")
-    print(f"  fetch_arrow / confluent consume          "
+    print(f"  Arrow fetch / confluent consume          "
           f"{med['sl_fetch_arrow'] / med['ck_consume']:.2f}x  [>= 1.0]")
     print(f"(machine: {os.cpu_count()} cpus, load avg {os.getloadavg()[0]:.1f})")
     return 0

@@ -256,7 +256,7 @@ def _date(epoch_s: float) -> str:
 
 
 def _consume(args: argparse.Namespace) -> int:
-    from sparklog.client import AdminClient, Consumer, TopicPartition
+    from sparklog.client import AdminClient, ArrowFetcher, Consumer, TopicPartition
 
     if args.messages <= 0:
         raise UsageError("--messages must be > 0")
@@ -278,13 +278,13 @@ def _consume(args: argparse.Namespace) -> int:
         if args.show_detailed_stats and now - (stats.last_report or stats.start) >= interval:
             print(stats.detailed_line(now), flush=True)
 
-    consumer = Consumer(conf)
+    client = Consumer(conf) if args.per_record else ArrowFetcher(conf)
     last_data = stats.start
     try:
-        if args.per_record:
-            consumer.assign([(tp.topic, tp.partition, pos[tp]) for tp in tps])
+        if isinstance(client, Consumer):
+            client.assign([(tp.topic, tp.partition, pos[tp]) for tp in tps])
             while stats.messages < args.messages:
-                recs = consumer.consume(min(500, args.messages - stats.messages), 0.5)
+                recs = client.consume(min(500, args.messages - stats.messages), 0.5)
                 if not recs:
                     if (time.monotonic() - last_data) * 1000 > args.timeout_ms:
                         break
@@ -297,13 +297,12 @@ def _consume(args: argparse.Namespace) -> int:
                 for tp in tps:
                     if stats.messages >= args.messages:
                         break
-                    batch = consumer.fetch_arrow(tp, pos[tp], max_bytes=8 * MB,
-                                                 include_headers=False,
-                                                 timeout_ms=args.timeout_ms)
+                    fetched = client.fetch(tp, pos[tp], max_bytes=8 * MB, include_headers=False,
+                                           timeout_ms=args.timeout_ms)
+                    batch = fetched.batch
                     k = batch.num_rows
                     if not k:
-                        nxt = int((batch.schema.metadata or {}).get(b"next_offset", pos[tp]))
-                        pos[tp] = max(pos[tp], nxt)
+                        pos[tp] = max(pos[tp], fetched.next_offset)
                         continue
                     k = min(k, args.messages - stats.messages)
                     batch = batch.slice(0, k)
@@ -314,7 +313,7 @@ def _consume(args: argparse.Namespace) -> int:
                 elif (time.monotonic() - last_data) * 1000 > args.timeout_ms:
                     break
     finally:
-        consumer.close()
+        client.close()
     # the run ends with its last record: an idle --timeout-ms at the end is not reading time
     end = last_data if stats.messages else time.monotonic()
     if args.show_detailed_stats:

@@ -6,6 +6,7 @@ synchronous.
 """
 
 from sparklog.client.admin import AdminClient, NewTopic, OffsetSpec
+from sparklog.client.arrow_fetch import ArrowFetcher, FetchedRows
 from sparklog.client.consumer import Consumer, ConsumerRecord
 from sparklog.client.metadata import PartitionMetadata, TopicMetadata
 from sparklog.client.producer import DeliveryError, Producer, ProducerInterceptor, RecordMetadata
@@ -13,9 +14,11 @@ from sparklog.protocol.topic_partition import TopicPartition
 
 __all__ = [
     "AdminClient",
+    "ArrowFetcher",
     "Consumer",
     "ConsumerRecord",
     "DeliveryError",
+    "FetchedRows",
     "NewTopic",
     "OffsetSpec",
     "PartitionMetadata",

@@ -8,23 +8,16 @@ as the typed exceptions of ``sparklog.protocol.errors``.
 from __future__ import annotations
 
 import logging
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from sparklog.client.assignors import decode_assignment
-from sparklog.client.connection import EventLoopThread
-from sparklog.client.consumer import (
-    EARLIEST,
-    LATEST,
-    MAX_TIMESTAMP,
-    _isolation,
-    commit_offsets,
-    fetch_committed,
-    find_coordinator,
-    list_offsets,
-)
-from sparklog.client.core import AsyncClient
+from sparklog.client.core import parse_isolation
+from sparklog.client.group_rpc import commit_offsets, fetch_committed, find_coordinator
+from sparklog.client.list_offsets import EARLIEST, LATEST, MAX_TIMESTAMP, list_offsets
 from sparklog.client.metadata import BrokerMetadata, TopicMetadata
+from sparklog.client.sync_client import SyncClient
 from sparklog.protocol.errors import ErrorCode, KafkaError, error_for_code
 from sparklog.protocol.messages.admin import (
     AlterConfigsRequest,
@@ -43,6 +36,8 @@ from sparklog.protocol.messages.metadata import DescribeClusterRequest
 from sparklog.protocol.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 __all__ = ["AdminClient", "NewTopic", "OffsetSpec", "ConfigEntry", "GroupDescription",
            "MemberDescription", "ClusterDescription"]
@@ -131,41 +126,23 @@ class ClusterDescription:
     brokers: list[BrokerMetadata]
 
 
-class AdminClient:
+class AdminClient(SyncClient):
     def __init__(self, config: dict[str, Any]) -> None:
-        conf = {k: v for k, v in dict(config).items() if isinstance(v, str | int | float | bool)}
-        self._client = AsyncClient(conf)
-        self._thread = EventLoopThread("sparklog-admin")
-        self._closed = False
+        super().__init__(dict(config), "sparklog-admin")
 
-    def _run(self, coro: Any, timeout_ms: int | None = None) -> Any:
+    def _call(self, coro: Coroutine[Any, Any, T], timeout_ms: int | None = None) -> T:
+        """Run ``coro`` within its timeout (request.timeout.ms by default) plus 10 s."""
         t = (timeout_ms or self._client.config.request_timeout_ms) / 1000 + 10
-        return self._thread.run(coro, timeout=t)
-
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            self._thread.run(self._client.close(), timeout=5)
-        except Exception:
-            pass
-        self._thread.stop()
-
-    def __enter__(self) -> AdminClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        return self._run(coro, t)
 
     # ------------------------------------------------------------------ topics
 
     def list_topics(self, timeout_ms: int | None = None) -> dict[str, TopicMetadata]:
         """Every topic (internal ones flagged) with partitions, leaders, replicas and ISR."""
-        return self._run(self._client.refresh_metadata(None, allow_auto_create=False), timeout_ms)
+        return self._call(self._client.refresh_metadata(None, allow_auto_create=False), timeout_ms)
 
     def describe_topics(self, names: list[str]) -> dict[str, TopicMetadata]:
-        seen = self._run(self._client.refresh_metadata(names, allow_auto_create=False))
+        seen = self._call(self._client.refresh_metadata(names, allow_auto_create=False))
         for n in names:
             tm = seen.get(n)
             if tm is None or tm.error:
@@ -197,7 +174,7 @@ class AdminClient:
                     raise error_for_code(r.error_code, msg)
             self._client.invalidate()
 
-        self._run(go(), timeout_ms)
+        self._call(go(), timeout_ms)
 
     def delete_topics(self, names: list[str], timeout_ms: int = 30000) -> None:
         req = DeleteTopicsRequest(topic_names=list(names), timeout_ms=timeout_ms)
@@ -209,7 +186,7 @@ class AdminClient:
                     raise error_for_code(r.error_code, _topic_error(r.error_code, r.name))
             self._client.invalidate()
 
-        self._run(go(), timeout_ms)
+        self._call(go(), timeout_ms)
 
     def create_partitions(self, new_totals: dict[str, int], timeout_ms: int = 30000,
                           validate_only: bool = False) -> None:
@@ -225,7 +202,7 @@ class AdminClient:
                                          _topic_error(r.error_code, r.name))
             self._client.invalidate()
 
-        self._run(go(), timeout_ms)
+        self._call(go(), timeout_ms)
 
     # ------------------------------------------------------------------ configs
 
@@ -252,7 +229,7 @@ class AdminClient:
                                               c.is_sensitive)
             return out
 
-        return self._run(go())
+        return self._call(go())
 
     def alter_configs(self, name: str, configs: dict[str, str | None],
                       resource_type: str = "topic", incremental: bool = True) -> None:
@@ -281,7 +258,7 @@ class AdminClient:
                     raise error_for_code(r.error_code, r.error_message or
                                          _topic_error(r.error_code, r.resource_name))
 
-        self._run(go())
+        self._call(go())
 
     # ------------------------------------------------------------------ offsets / records
 
@@ -291,7 +268,7 @@ class AdminClient:
         """{tp: spec} (-2 earliest, -1 latest, -3 max timestamp, >= 0 timestamp) ->
         {tp: (offset, timestamp)}, offset -1 when no such record."""
         specs = {TopicPartition(tp[0], tp[1]): int(v) for tp, v in specs.items()}
-        return self._run(list_offsets(self._client, specs, _isolation(isolation_level)))
+        return self._call(list_offsets(self._client, specs, parse_isolation(isolation_level)))
 
     def delete_records(self, before: dict[TopicPartition, int],
                        timeout_ms: int = 30000) -> dict[TopicPartition, int]:
@@ -320,7 +297,7 @@ class AdminClient:
                         out[TopicPartition(t.name, p.partition_index)] = p.low_watermark
             return out
 
-        return self._run(go(), timeout_ms)
+        return self._call(go(), timeout_ms)
 
     # ------------------------------------------------------------------ groups
 
@@ -332,7 +309,7 @@ class AdminClient:
             res = await fetch_committed(self._client, conn, group, partitions)
             return {tp: off for tp, off in res.items() if off >= 0}
 
-        return self._run(go())
+        return self._call(go())
 
     def alter_consumer_group_offsets(self, group: str, offsets: dict[TopicPartition, int]) -> None:
         """A standalone commit (generation -1, no member id): the group must be empty."""
@@ -342,7 +319,7 @@ class AdminClient:
             conn = await find_coordinator(self._client, group)
             await commit_offsets(self._client, conn, group, offs)
 
-        self._run(go())
+        self._call(go())
 
     def list_groups(self) -> list[tuple[str, str, str]]:
         """(group_id, protocol_type, state) of every group on every broker."""
@@ -360,7 +337,7 @@ class AdminClient:
                                        getattr(g, "group_state", "") or "")
             return sorted(out.values())
 
-        return self._run(go())
+        return self._call(go())
 
     def describe_groups(self, groups: list[str]) -> list[GroupDescription]:
         async def go() -> list[GroupDescription]:
@@ -386,7 +363,7 @@ class AdminClient:
                         coordinator=BrokerMetadata(conn.node_id, conn.host, conn.port)))
             return out
 
-        return self._run(go())
+        return self._call(go())
 
     def delete_groups(self, groups: list[str]) -> None:
         async def go() -> None:
@@ -397,7 +374,7 @@ class AdminClient:
                     if r.error_code:
                         raise error_for_code(r.error_code, _group_error(r.error_code, g))
 
-        self._run(go())
+        self._call(go())
 
     # ------------------------------------------------------------------ cluster
 
@@ -415,7 +392,7 @@ class AdminClient:
             return ClusterDescription(md.cluster_id, md.controller_id,
                                       sorted(md.brokers.values(), key=lambda b: b.node_id))
 
-        return self._run(go())
+        return self._call(go())
 
 
 def _topic_error(code: int, name: str) -> str:

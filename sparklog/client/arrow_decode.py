@@ -1,119 +1,95 @@
-"""Fetch responses -> the client's Arrow rows: the columns of Spark's Kafka source.
+"""A Fetch response's records for one partition -> the rows a consumer may see, as Arrow.
 
 The per-record work is ``sparklog.protocol.record_arrow`` (vectorised decode, no Python
-object per record); this module adds what a consumer needs around it: the offset range,
-control batches and aborted transactions (read_committed) dropped, the ``timestamp[ms]``
-type, and how far the fetched batches reached (``next_offset``), so a caller can move past
-ranges that hold only markers or aborted data.
+object per record); this module adds what a consumer needs around it, in the same single
+pass over the batch headers: the offset range, control batches and aborted transactions
+(read_committed) dropped, and how far the fetched batches reached (``next_offset``), so a
+caller can move past ranges that hold only markers or aborted data.
+
+The rows keep the decoder's layout (``record_arrow.arrow_schema()``: key, value, offset,
+timestamp as int64 ms, timestampType, headers); the per-record consumer reads them as they
+are and ``arrow_fetch`` turns them into the Spark layout.
 """
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["FETCH_SCHEMA", "FETCH_SCHEMA_NO_HEADERS", "DecodedFetch", "decode_fetched",
-           "batch_sizes"]
+from sparklog.protocol.record_arrow import decode_batches_to_arrow
 
-HEADER_TYPE = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
-FETCH_SCHEMA_NO_HEADERS = pa.schema([
-    pa.field("key", pa.binary()),
-    pa.field("value", pa.binary()),
-    pa.field("topic", pa.string()),
-    pa.field("partition", pa.int32()),
-    pa.field("offset", pa.int64()),
-    pa.field("timestamp", pa.timestamp("ms")),
-    pa.field("timestampType", pa.int32()),
-])
-FETCH_SCHEMA = FETCH_SCHEMA_NO_HEADERS.append(pa.field("headers", HEADER_TYPE))
+if TYPE_CHECKING:
+    from sparklog.protocol.batch_header import BatchView
 
+__all__ = ["DecodedFetch", "decode_fetched"]
+
+_OFFSET = 2  # the offset column of record_arrow.arrow_schema()
 
 
 @dataclass(slots=True)
 class DecodedFetch:
-    batch: pa.RecordBatch
+    batch: pa.RecordBatch  # record_arrow.arrow_schema() rows
     next_offset: int  # first offset not covered by the scanned batches
-
-
-def batch_sizes(buf: bytes | memoryview) -> list[tuple[int, int, int]]:
-    """(base_offset, next_offset, size) of every complete batch in a records field."""
-    out = []
-    mv = memoryview(buf)
-    pos, end = 0, len(mv)
-    while end - pos >= 61:
-        base, blen = struct.unpack_from(">qi", mv, pos)
-        size = 12 + blen
-        if blen < 49 or pos + size > end:
-            break
-        lod = struct.unpack_from(">i", mv, pos + 23)[0]
-        out.append((base, base + lod + 1, size))
-        pos += size
-    return out
 
 
 def decode_fetched(
     records: bytes | bytearray | memoryview | None,
     *,
-    topic: str,
-    partition: int,
     start_offset: int,
     end_offset: int | None = None,
     read_committed: bool = False,
     aborted: list[tuple[int, int]] | None = None,
-    include_headers: bool = True,
     verify_crc: bool = True,
 ) -> DecodedFetch:
-    """Decode a Fetch response's ``records`` for one partition into FETCH_SCHEMA rows with
+    """Decode a Fetch response's ``records`` for one partition into the rows with
     start_offset <= offset < end_offset; control batches and (read_committed) aborted
-    transactions are dropped. A partial last batch is ignored. The decoding itself is
-    ``sparklog.protocol.record_arrow`` (vectorised, no Python object per record)."""
-    from sparklog.protocol.record_arrow import decode_batches_to_arrow
-
-    raw = records if records is not None else b""
-    next_offset = start_offset
-    for _base, nxt, _size in batch_sizes(raw):
-        if end_offset is not None and _base >= end_offset:
-            break
-        next_offset = max(next_offset, nxt)
-    if end_offset is not None and next_offset > end_offset:
-        next_offset = end_offset
-    keep = _AbortFilter(aborted) if read_committed else _drop_control
-    batch = decode_batches_to_arrow(raw, verify_crc=verify_crc, allow_partial_tail=True,
-                                    skip_control=False, keep_batch=keep,
-                                    min_offset=start_offset, topic=topic, partition=partition)
+    transactions are dropped, batches from ``end_offset`` on are not decoded. A partial
+    last batch is ignored."""
+    scan = _BatchScan(start_offset, end_offset, aborted if read_committed else None)
+    batch = decode_batches_to_arrow(records if records is not None else b"",
+                                    verify_crc=verify_crc, allow_partial_tail=True,
+                                    skip_control=False, keep_batch=scan, min_offset=start_offset)
     if end_offset is not None and batch.num_rows:
-        offs = batch.column(4).to_numpy()
-        cut = int(np.searchsorted(offs, end_offset, side="left"))
+        offsets = batch.column(_OFFSET).to_numpy()
+        cut = int(np.searchsorted(offsets, end_offset, side="left"))
         if cut < batch.num_rows:
             batch = batch.slice(0, cut)
-    cols = list(batch.columns)
-    cols[5] = cols[5].cast(pa.timestamp("ms"))
-    schema = FETCH_SCHEMA
-    if not include_headers:
-        cols = cols[:7]
-        schema = FETCH_SCHEMA_NO_HEADERS
-    return DecodedFetch(pa.RecordBatch.from_arrays(cols, schema=schema), next_offset)
+    next_offset = scan.next_offset
+    if end_offset is not None and next_offset > end_offset:
+        next_offset = end_offset
+    return DecodedFetch(batch, next_offset)
 
 
-def _drop_control(view: Any) -> bool:
-    return not view.is_control
+class _BatchScan:
+    """The decoder's ``keep_batch``: sees every complete batch header once, in order.
 
+    Keeps track of how far the batches before ``end_offset`` reach, and keeps the data
+    batches a consumer may see. read_committed (``aborted`` given) also drops the batches
+    of aborted transactions: the Fetch response lists (producer id, first offset) of every
+    aborted transaction in range, and a producer's transaction is aborted from that offset
+    up to its ABORT marker (Kafka's consumer logic)."""
 
-class _AbortFilter:
-    """read_committed: drop the batches of aborted transactions. The Fetch response lists
-    (producer id, first offset) of every aborted transaction in range; a producer's
-    transaction is aborted from that offset up to its ABORT marker (Kafka's consumer logic)."""
+    __slots__ = ("end", "next_offset", "read_committed", "pending", "active")
 
-    def __init__(self, aborted: list[tuple[int, int]] | None) -> None:
+    def __init__(self, start: int, end: int | None,
+                 aborted: list[tuple[int, int]] | None) -> None:
+        self.end = end
+        self.next_offset = start
+        self.read_committed = aborted is not None
         self.pending = sorted(aborted or [], key=lambda a: a[1])
         self.active: set[int] = set()
 
-    def __call__(self, view: Any) -> bool:
+    def __call__(self, view: BatchView) -> bool:
+        if self.end is not None and view.base_offset >= self.end:
+            return False
         last = view.last_offset
+        if last >= self.next_offset:
+            self.next_offset = last + 1
+        if not self.read_committed:
+            return not view.is_control
         while self.pending and self.pending[0][1] <= last:
             self.active.add(self.pending.pop(0)[0])
         if view.is_control:

@@ -33,7 +33,7 @@ from sparklog.protocol.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 
-__all__ = ["AsyncClient", "ClientConfig", "conf_bool", "conf_int"]
+__all__ = ["AsyncClient", "ClientConfig", "conf_bool", "conf_int", "parse_isolation"]
 
 # Highest version this client sends per API, where a newer version changes the request's
 # shape and the client fills only the older one: Fetch stays on topic names (v13+ uses ids),
@@ -74,6 +74,15 @@ def conf_int(conf: dict[str, Any], name: str, default: int) -> int:
         return int(v)
     except (TypeError, ValueError):
         raise ValueError(f"config {name}: expected an integer, got {v!r}") from None
+
+
+def parse_isolation(value: object) -> int:
+    """``isolation.level`` as the wire's int: 0 read_uncommitted (the default), 1 read_committed."""
+    s = str(value or "read_uncommitted").lower()
+    if s not in ("read_uncommitted", "read_committed"):
+        raise ValueError(
+            f"isolation.level must be read_uncommitted or read_committed, got {value!r}")
+    return 1 if s == "read_committed" else 0
 
 
 class ClientConfig:

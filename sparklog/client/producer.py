@@ -3,10 +3,10 @@
 Threading model: the caller's thread appends to per-partition batches under one lock (a
 ``produce`` call is a partition choice and a few list appends, no encoding); the private
 event-loop thread runs the sender, which closes batches after ``linger.ms`` / at
-``batch.size``, encodes each batch in one vectorised pass (lists -> Arrow -> RecordBatch v2,
-see ``sparklog.protocol.record_arrow_encode``), and keeps up to ``max.in.flight.requests.per.connection`` Produce
-requests in flight per broker. ``produce_arrow`` encodes its batches in the caller's thread
-straight from the Arrow columns and only queues finished bytes.
+``batch.size``, encodes each batch once, just before its first send (``producer_batch``),
+and keeps up to ``max.in.flight.requests.per.connection`` Produce requests in flight per
+broker. ``produce_arrow`` encodes its batches in the caller's thread straight from the Arrow
+columns and only queues finished bytes.
 
 Idempotence (``enable.idempotence``, Kafka's default): one InitProducerId at start, then
 every batch carries producer id/epoch and a per-partition sequence assigned when the batch
@@ -28,9 +28,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from sparklog.client.connection import EventLoopThread, KafkaConnectionError, KafkaTimeoutError
-from sparklog.client.core import AsyncClient, conf_bool, conf_int
+from sparklog.client.connection import KafkaConnectionError, KafkaTimeoutError
+from sparklog.client.core import conf_bool, conf_int
 from sparklog.client.partitioner import Partitioner
+from sparklog.client.producer_batch import BatchFormat, PartitionQueue, ProducerBatch
+from sparklog.client.sync_client import SyncClient
 from sparklog.protocol.compression import codec_for_name
 from sparklog.protocol.errors import (
     ErrorCode,
@@ -41,21 +43,13 @@ from sparklog.protocol.errors import (
 )
 from sparklog.protocol.messages.produce import ProduceRequest
 from sparklog.protocol.messages.transactions import InitProducerIdRequest
-from sparklog.protocol.record_arrow_encode import (
-    EncodedBatch,
-    as_binary_array,
-    binary_parts,
-    encode_batches,
-)
-from sparklog.protocol.records import Record, encode_batch
+from sparklog.protocol.record_arrow_encode import as_binary_array, binary_parts
 from sparklog.protocol.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 
 __all__ = ["Producer", "RecordMetadata", "ProducerInterceptor", "DeliveryError"]
 
-_HEADERS_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
-_RECORD_OVERHEAD = 16  # rough per-record framing for batch-size accounting
 
 
 @dataclass(slots=True)
@@ -90,66 +84,6 @@ class ProducerInterceptor:
         return None
 
 
-# Up to this many records a batch is encoded record by record (~2 us each): the vectorised
-# encoder's fixed cost (~30 numpy/Arrow calls) only pays off for bigger batches.
-_SMALL_BATCH_RECORDS = 32
-
-
-class _Batch:
-    __slots__ = ("tp", "values", "keys", "timestamps", "headers", "callbacks", "has_key",
-                 "count", "size", "created", "created_ms", "encoded", "base_sequence",
-                 "attempts")
-
-    def __init__(self, tp: TopicPartition, now: float) -> None:
-        self.tp = tp
-        self.values: list = []
-        self.keys: list = []
-        self.timestamps: list = []
-        self.headers: list | None = None
-        self.callbacks: list | None = None
-        self.has_key = False
-        self.count = 0
-        self.size = 61
-        self.created = now
-        self.created_ms = int(time.time() * 1000)
-        self.encoded: EncodedBatch | None = None
-        self.base_sequence = -1
-        self.attempts = 0
-
-    def append(self, key: Any, value: Any, timestamp: int | None, headers: Any,
-               cb: Any) -> None:
-        """Timestamps, headers and callbacks stay unallocated until a record has one; then
-        the records before it get None."""
-        i = self.count
-        self.values.append(value)
-        self.keys.append(key)
-        if key is not None:
-            self.has_key = True
-        if timestamp is not None or self.timestamps:
-            if not self.timestamps:
-                self.timestamps = [None] * i
-            self.timestamps.append(timestamp)
-        if headers or self.headers is not None:
-            if self.headers is None:
-                self.headers = [None] * i
-            self.headers.append(headers or None)
-        if cb is not None or self.callbacks is not None:
-            if self.callbacks is None:
-                self.callbacks = [None] * i
-            self.callbacks.append(cb)
-        self.count = i + 1
-
-
-class _PartitionQueue:
-    __slots__ = ("open", "ready", "next_sequence", "in_flight")
-
-    def __init__(self) -> None:
-        self.open: _Batch | None = None
-        self.ready: deque[_Batch] = deque()
-        self.next_sequence = 0
-        self.in_flight = 0
-
-
 def _acks(v: Any) -> int:
     s = str(v if v is not None else "all").strip().lower()
     if s in ("all", "-1"):
@@ -159,12 +93,11 @@ def _acks(v: Any) -> int:
     raise ValueError(f"config acks: expected all, -1, 0 or 1, got {v!r}")
 
 
-class Producer:
+class Producer(SyncClient):
     """Kafka producer with Kafka's config names (sync facade over an async sender)."""
 
     def __init__(self, config: dict[str, Any]) -> None:
         conf = dict(config)
-        self._conf = conf
         self.acks = _acks(conf.get("acks", conf.get("request.required.acks")))
         self.linger_ms = float(conf.get("linger.ms", conf.get("queue.buffering.max.ms", 5)))
         self.batch_size = conf_int(conf, "batch.size", 16384)
@@ -195,20 +128,16 @@ class Producer:
                                                       "consistent_random")
         self.interceptors: list[Any] = list(conf.get("interceptors") or [])
         self._default_cb: Callable | None = conf.get("on_delivery") or conf.get("delivery.report.cb")
-        client_conf = {k: v for k, v in conf.items()
-                       if isinstance(v, str | int | float | bool)}
-        self._client = AsyncClient(client_conf)
-        self._loop_thread = EventLoopThread("sparklog-producer")
-        self._loop = self._loop_thread.loop
+        super().__init__(conf, "sparklog-producer")
+        self._format = BatchFormat(self.compression, self.compression_level)
 
         self._lock = threading.Lock()
         self._done_cv = threading.Condition(self._lock)
-        self._queues: dict[TopicPartition, _PartitionQueue] = {}
+        self._queues: dict[TopicPartition, PartitionQueue] = {}
         self._partition_counts: dict[str, int] = {}
         self._pending = 0  # records produced and not yet acknowledged/failed
         self._queued_bytes = 0
         self._flushing = 0
-        self._closed = False
         self._errors: list[BaseException] = []
         self.producer_id = -1
         self.producer_epoch = -1
@@ -216,9 +145,9 @@ class Producer:
         self._sender: concurrent.futures.Future | None = None
         self._in_flight: dict[int, int] = {}
         try:
-            self._loop_thread.run(self._start(), timeout=self.max_block_ms / 1000 + 5)
+            self._run(self._start(), self.max_block_ms / 1000 + 5)
         except BaseException:
-            self._loop_thread.stop()
+            self._thread.stop()
             raise
 
     # ------------------------------------------------------------------ lifecycle
@@ -237,6 +166,8 @@ class Producer:
                 if resp.error_code:
                     raise error_for_code(resp.error_code, "InitProducerId failed")
                 self.producer_id, self.producer_epoch = resp.producer_id, resp.producer_epoch
+                self._format = BatchFormat(self.compression, self.compression_level,
+                                           self.producer_id, self.producer_epoch)
         self._sender = asyncio.ensure_future(self._run_sender())
 
     def close(self, timeout: float | None = None) -> None:
@@ -247,18 +178,7 @@ class Producer:
             self.flush(timeout if timeout is not None else self.delivery_timeout_ms / 1000,
                        raise_errors=False)
         finally:
-            self._closed = True
-            try:
-                self._loop_thread.run(self._client.close(), timeout=5)
-            except (SparklogError, concurrent.futures.TimeoutError):
-                pass
-            self._loop_thread.stop()
-
-    def __enter__(self) -> Producer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+            super().close()
 
     def __len__(self) -> int:
         return self._pending
@@ -269,11 +189,10 @@ class Producer:
         n = self._partition_counts.get(topic)
         if n is not None:
             return n
-        if self._loop_thread.in_loop_thread:
+        if self._thread.in_loop_thread:
             raise SparklogError(f"metadata for {topic!r} unknown; cannot block in a callback")
-        tm = self._loop_thread.run(
-            self._client.topic_metadata(topic, max_wait_ms=self.max_block_ms),
-            timeout=self.max_block_ms / 1000 + 5)
+        tm = self._run(self._client.topic_metadata(topic, max_wait_ms=self.max_block_ms),
+                       self.max_block_ms / 1000 + 5)
         n = len(tm.partitions)
         self._partition_counts[topic] = n
         return n
@@ -315,7 +234,7 @@ class Producer:
         with self._lock:
             q = self._queues.get((topic, partition))
             if q is None:
-                q = self._queues[TopicPartition(topic, partition)] = _PartitionQueue()
+                q = self._queues[TopicPartition(topic, partition)] = PartitionQueue()
             b = q.open
             if b is not None and b.size + size > self.batch_size and b.count:
                 self._close_batch(q, b)
@@ -324,7 +243,7 @@ class Producer:
                 b = None
                 wake = True
             if b is None:
-                b = q.open = _Batch(TopicPartition(topic, partition), time.monotonic())
+                b = q.open = ProducerBatch(TopicPartition(topic, partition), time.monotonic())
                 wake = True
             b.append(key, value, timestamp, headers, cb)
             b.size += size
@@ -430,19 +349,15 @@ class Producer:
         with self._lock:
             q = self._queues.get(tp)
             if q is None:
-                q = self._queues[tp] = _PartitionQueue()
+                q = self._queues[tp] = PartitionQueue()
             if q.open is not None:  # keep per-partition order with earlier produce() calls
                 self._close_batch(q, q.open)
             seq = q.next_sequence if self.idempotent else -1
-            encoded = encode_batches(
-                v, k, t, h, compression=self.compression,
-                compression_level=self.compression_level, max_batch_bytes=self.arrow_batch_bytes,
-                producer_id=self.producer_id if self.idempotent else -1,
-                producer_epoch=self.producer_epoch if self.idempotent else -1,
-                base_sequence=seq, now_ms=now_ms)
+            encoded = self._format.encode_columns(v, k, t, h, now_ms=now_ms, base_sequence=seq,
+                                                  max_batch_bytes=self.arrow_batch_bytes)
             now = time.monotonic()
             for eb in encoded:
-                b = _Batch(tp, now)
+                b = ProducerBatch(tp, now)
                 b.encoded = eb
                 b.count = eb.record_count
                 b.size = len(eb.data)
@@ -456,7 +371,7 @@ class Producer:
                 q.next_sequence = seq
         self._wakeup()
 
-    def _close_batch(self, q: _PartitionQueue, b: _Batch) -> None:
+    def _close_batch(self, q: PartitionQueue, b: ProducerBatch) -> None:
         """Caller holds the lock. Sequences are fixed here, in close order."""
         if self.idempotent:
             b.base_sequence = q.next_sequence
@@ -468,7 +383,7 @@ class Producer:
     def _wakeup(self) -> None:
         if self._wake is not None:
             try:
-                self._loop.call_soon_threadsafe(self._wake.set)
+                self._thread.loop.call_soon_threadsafe(self._wake.set)
             except RuntimeError:  # loop closed
                 pass
 
@@ -541,13 +456,13 @@ class Producer:
                 pending_tasks.add(t)
                 t.add_done_callback(pending_tasks.discard)
 
-    def _drain(self) -> tuple[list[tuple[int, list[_Batch]]], float | None]:
+    def _drain(self) -> tuple[list[tuple[int, list[ProducerBatch]]], float | None]:
         """Pick sendable batches: full ones, lingered ones, everything while flushing.
         Returns (requests per node, seconds until the next linger deadline)."""
         now = time.monotonic()
         linger = self.linger_ms / 1000
         next_wake: float | None = None
-        per_node: dict[int, list[_Batch]] = {}
+        per_node: dict[int, list[ProducerBatch]] = {}
         md = self._client.metadata
         need_metadata = False
         with self._lock:
@@ -574,14 +489,14 @@ class Producer:
                     need_metadata = True
                     continue
                 per_node.setdefault(leader, []).append(q.ready[0])
-            requests: list[tuple[int, list[_Batch]]] = []
+            requests: list[tuple[int, list[ProducerBatch]]] = []
             for node, heads in per_node.items():
                 # one batch per partition per request; up to max.in.flight requests per node
                 slots = self.max_in_flight - self._in_flight.get(node, 0)
                 while heads and slots > 0:
-                    chosen: list[_Batch] = []
+                    chosen: list[ProducerBatch] = []
                     size = 0
-                    rest: list[_Batch] = []
+                    rest: list[ProducerBatch] = []
                     for b in heads:
                         q = self._queues[b.tp]
                         if chosen and size + b.size > self.max_request_size:
@@ -615,53 +530,12 @@ class Producer:
         assert self._wake is not None
         self._wake.set()
 
-    def _encode(self, b: _Batch) -> EncodedBatch:
-        if b.encoded is None and b.count <= _SMALL_BATCH_RECORDS:
-            b.encoded = self._encode_small(b)
-        if b.encoded is None:
-            values = pa.array(b.values, pa.binary())
-            keys = pa.array(b.keys, pa.binary()) if b.has_key else None
-            headers = None
-            if b.headers is not None:
-                headers = pa.array(
-                    [None if h is None else [{"key": k, "value": v} for k, v in h]
-                     for h in b.headers], _HEADERS_TYPE)
-            ts = None
-            if b.timestamps:
-                ts = np.array([b.created_ms if t is None else t for t in b.timestamps],
-                              dtype=np.int64)
-            enc = encode_batches(
-                values, keys, ts, headers, now_ms=b.created_ms,
-                compression=self.compression, compression_level=self.compression_level,
-                max_batch_bytes=1 << 62,
-                producer_id=self.producer_id if self.idempotent else -1,
-                producer_epoch=self.producer_epoch if self.idempotent else -1,
-                base_sequence=b.base_sequence)
-            b.encoded = enc[0]
-        return b.encoded
-
-    def _encode_small(self, b: _Batch) -> EncodedBatch:
-        now = b.created_ms
-        ts = [now if t is None else t for t in b.timestamps] if b.timestamps else [now] * b.count
-        headers = b.headers or [None] * b.count
-        records = [
-            Record(key=b.keys[i] if b.has_key else None, value=b.values[i],
-                   headers=list(headers[i] or ()), timestamp=ts[i])
-            for i in range(b.count)
-        ]
-        data = encode_batch(
-            records, compression=self.compression, compression_level=self.compression_level,
-            producer_id=self.producer_id if self.idempotent else -1,
-            producer_epoch=self.producer_epoch if self.idempotent else -1,
-            base_sequence=b.base_sequence, now_ms=now)
-        return EncodedBatch(data, b.count, 0, max(ts))
-
-    async def _send_request(self, node: int, batches: list[_Batch]) -> None:
+    async def _send_request(self, node: int, batches: list[ProducerBatch]) -> None:
         by_topic: dict[str, list] = {}
-        encoded_ok: list[_Batch] = []
+        encoded_ok: list[ProducerBatch] = []
         for b in batches:
             try:
-                enc = self._encode(b)
+                enc = b.encode(self._format)
             except Exception as e:
                 self._complete(b, -1, -1, e)
                 continue
@@ -713,7 +587,7 @@ class Producer:
             assert self._wake is not None
             self._wake.set()
 
-    def _retry_or_fail(self, b: _Batch, err: BaseException) -> None:
+    def _retry_or_fail(self, b: ProducerBatch, err: BaseException) -> None:
         code = getattr(err, "error_code", None)
         retriable = bool(getattr(err, "retriable", False)) or \
             code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and self.idempotent
@@ -736,7 +610,7 @@ class Producer:
             return
         self._complete(b, -1, -1, err)
 
-    def _complete(self, b: _Batch, base_offset: int, log_append_time: int,
+    def _complete(self, b: ProducerBatch, base_offset: int, log_append_time: int,
                   err: BaseException | None) -> None:
         cbs = b.callbacks
         if err is not None:
@@ -776,7 +650,7 @@ class Producer:
 
     def list_topics(self, topic: str | None = None, timeout: float = 10.0) -> dict:
         topics = None if topic is None else [topic]
-        return self._loop_thread.run(self._client.refresh_metadata(topics), timeout=timeout)
+        return self._run(self._client.refresh_metadata(topics), timeout)
 
     def partitions_for(self, topic: str) -> list[int]:
         return list(range(self._partition_count(topic)))

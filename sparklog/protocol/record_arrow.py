@@ -48,6 +48,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import cramjam
 import numpy as np
 import pyarrow as pa
 from crc32c import crc32c
@@ -61,7 +62,7 @@ from .batch_header import (
     iter_batch_views,
     read_header,
 )
-from .compression import decompress
+from .compression import decompress_into
 from .errors import CorruptRecordError, InvalidRecordError
 from .record_arrow_buffer import ONE, RecordsBuffer
 from .record_arrow_fields import Fields, parse_fields
@@ -241,8 +242,9 @@ def decode_batches_to_arrow(
     """
     mv = buf if isinstance(buf, memoryview) else memoryview(buf)
     metas: list[_BatchMeta] = []
-    pieces: list[Any] = []  # records sections in order, when a copy is needed
-    any_compressed = False
+    # Once a batch is compressed, every records section is decompressed (or copied) onto the
+    # end of one buffer, so the decoder still sees a single contiguous buffer.
+    joined: cramjam.Buffer | None = None
     for view in iter_batch_views(mv, pos, end, allow_partial_tail=allow_partial_tail):
         at = view.position
         h = read_header(mv, at)
@@ -258,40 +260,30 @@ def decode_batches_to_arrow(
         if count == 0:
             continue
         codec = h.compression
-        if codec == Compression.NONE:
-            section: Any = view.records_bytes()
+        m = _BatchMeta()
+        if codec != Compression.NONE and joined is None:
+            joined = cramjam.Buffer()
+            for prev in metas:  # the uncompressed sections before this batch
+                start = joined.tell()
+                joined.write(mv[prev.start : prev.end])
+                prev.start, prev.end = start, joined.tell()
+        if joined is None:
+            m.start, m.end = at + RECORDS_OFFSET, at + view.size
         else:
-            any_compressed = True
-            section = decompress(codec, view.records_bytes())
-        if count > len(section) // 7:
+            m.start = joined.tell()
+            m.end = m.start + decompress_into(codec, view.records_bytes(), joined)
+        if count > (m.end - m.start) // 7:
             raise CorruptRecordError(
                 f"batch at offset {h.base_offset}: {count} records cannot fit in "
-                f"{len(section)} bytes"
+                f"{m.end - m.start} bytes"
             )
-        m = _BatchMeta()
         m.count, m.base_offset, m.lod = count, h.base_offset, lod
         m.base_ts, m.max_ts = h.base_timestamp, h.max_timestamp
         m.lat = h.timestamp_type == TimestampType.LOG_APPEND_TIME
-        if codec == Compression.NONE and not any_compressed:
-            m.start = at + RECORDS_OFFSET
-            m.end = at + view.size
-        else:
-            m.start = m.end = -1
         metas.append(m)
-        pieces.append(section)
 
-    if any_compressed:
-        # one contiguous buffer for everything (uncompressed sections are copied too)
-        joined = b"".join(pieces)
-        data: Any = joined
-        cursor = 0
-        for m, piece in zip(metas, pieces, strict=True):
-            m.start, m.end = cursor, cursor + len(piece)
-            cursor = m.end
-        arrow_buf = pa.py_buffer(joined)
-    else:
-        data = mv
-        arrow_buf = pa.py_buffer(mv)
+    data: Any = mv if joined is None else memoryview(joined)
+    arrow_buf = pa.py_buffer(data)
     return _assemble(
         data, arrow_buf, metas, min_offset=min_offset, topic=topic, partition=partition,
         binary_view=binary_view,

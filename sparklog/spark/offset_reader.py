@@ -3,7 +3,7 @@
 Everything the driver needs goes through sparklog's AdminClient (Metadata + ListOffsets: one
 cheap round trip per question), never through a consumer, so ``latestOffset`` stays fast on
 an idle stream. The executors read data; this module never does (except that measuring a
-byte budget has to look at batch sizes, see ``measure_bytes``).
+byte budget has to look at batch sizes, through an ArrowFetcher: see ``measure_bytes``).
 """
 
 from __future__ import annotations
@@ -11,10 +11,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from sparklog.spark.dataloss import report_data_loss
 from sparklog.spark.offsets import PartitionOffsets, TopicPartitionKey
 from sparklog.spark.options import EARLIEST, LATEST, OffsetBound, OptionError, SourceOptions
+
+if TYPE_CHECKING:
+    from sparklog.client import AdminClient, ArrowFetcher
 
 log = logging.getLogger(__name__)
 
@@ -22,18 +26,19 @@ __all__ = ["OffsetReader"]
 
 
 class OffsetReader:
-    """Answers offset questions for one source; holds one AdminClient, created lazily."""
+    """Answers offset questions for one source; holds one AdminClient (and, for byte
+    budgets, one ArrowFetcher), created lazily."""
 
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
-        self._admin = None
-        self._consumer = None
+        self._admin: AdminClient | None = None
+        self._fetcher: ArrowFetcher | None = None
         self._discovered: tuple[float, list[TopicPartitionKey]] | None = None
 
     # ---------------------------------------------------------------- connections
 
     @property
-    def admin(self):  # noqa: ANN201 - sparklog.client.AdminClient
+    def admin(self) -> AdminClient:
         if self._admin is None:
             from sparklog.client import AdminClient
 
@@ -41,25 +46,25 @@ class OffsetReader:
         return self._admin
 
     @property
-    def consumer(self):  # noqa: ANN201 - sparklog.client.Consumer
-        if self._consumer is None:
-            from sparklog.client import Consumer
+    def fetcher(self) -> ArrowFetcher:
+        if self._fetcher is None:
+            from sparklog.client import ArrowFetcher
 
-            self._consumer = Consumer(self.options.client_conf())
-        return self._consumer
+            self._fetcher = ArrowFetcher(self.options.client_conf())
+        return self._fetcher
 
     def close(self) -> None:
-        for client in (self._admin, self._consumer):
+        for client in (self._admin, self._fetcher):
             if client is not None:
                 try:
                     client.close()
                 except Exception:  # closing is best effort
                     log.debug("error closing client", exc_info=True)
-        self._admin = self._consumer = None
+        self._admin = self._fetcher = None
 
     def __getstate__(self) -> dict:
         # Spark pickles readers into its tasks: connections stay behind.
-        return {"options": self.options, "_admin": None, "_consumer": None, "_discovered": None}
+        return {"options": self.options, "_admin": None, "_fetcher": None, "_discovered": None}
 
     # ---------------------------------------------------------------- partitions
 
@@ -194,13 +199,13 @@ class OffsetReader:
     ) -> tuple[int, int]:
         """End offset and size of the whole record batches from ``start`` that fit ``budget``.
 
-        Reads batch headers only (offsets and lengths), through the client's raw fetch.
+        Reads batch headers only (offsets and lengths), through the fetcher's raw fetch.
         """
         from sparklog.client import TopicPartition
 
         pos, used = start, 0
         while pos < end:
-            sizes = self.consumer.fetch_batch_sizes(
+            sizes = self.fetcher.batch_sizes(
                 TopicPartition(tp[0], tp[1]), pos, max_bytes=max(budget - used, 1)
             )
             if not sizes:

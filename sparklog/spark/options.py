@@ -503,6 +503,26 @@ def _client_config(opts: dict[str, str], forbidden: Mapping[str, str]) -> dict[s
 # --------------------------------------------------------------------------- entry points
 
 
+def _reject_in_batch(
+    bound: OffsetBound | None,
+    option: str,
+    kind: str,
+    offset: int,
+    kind_error: tuple[str, str],
+    offset_error: tuple[str, str],
+) -> None:
+    """A batch read's bound must be neither ``kind`` nor hold its special ``offset``; the
+    errors are (problem, fix)."""
+    if bound is None:
+        return
+    if bound.kind == kind:
+        raise _err(option, kind, *kind_error)
+    if bound.kind == "offsets" and any(
+        o == offset for ps in bound.offsets.values() for o in ps.values()
+    ):
+        raise _err(option, bound.describe(), *offset_error)
+
+
 def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
     """Validate and parse the options of a read (batch when ``streaming`` is False)."""
     opts = _lower(options)
@@ -522,42 +542,20 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
                     "remove it, or use spark.read (batch) for a bounded read",
                 )
     else:
-        if starting is not None and starting.kind == "latest":
-            raise _err(
-                "startingOffsets",
-                "latest",
-                "'latest' is not allowed for batch queries (the read would be empty)",
-                "use 'earliest' or per-partition JSON offsets",
-            )
-        if (
-            starting is not None
-            and starting.kind == "offsets"
-            and any(o == LATEST for ps in starting.offsets.values() for o in ps.values())
-        ):
-            raise _err(
-                "startingOffsets",
-                starting.describe(),
-                "-1 (latest) is not allowed as a starting offset for batch queries",
-                "use -2 (earliest) or an offset >= 0",
-            )
-        if ending is not None and ending.kind == "earliest":
-            raise _err(
-                "endingOffsets",
-                "earliest",
-                "'earliest' is not allowed as an ending offset",
-                "use 'latest' or per-partition JSON offsets",
-            )
-        if (
-            ending is not None
-            and ending.kind == "offsets"
-            and any(o == EARLIEST for ps in ending.offsets.values() for o in ps.values())
-        ):
-            raise _err(
-                "endingOffsets",
-                ending.describe(),
-                "-2 (earliest) is not allowed as an ending offset",
-                "use -1 (latest) or an offset >= 0",
-            )
+        _reject_in_batch(
+            starting, "startingOffsets", "latest", LATEST,
+            ("'latest' is not allowed for batch queries (the read would be empty)",
+             "use 'earliest' or per-partition JSON offsets"),
+            ("-1 (latest) is not allowed as a starting offset for batch queries",
+             "use -2 (earliest) or an offset >= 0"),
+        )
+        _reject_in_batch(
+            ending, "endingOffsets", "earliest", EARLIEST,
+            ("'earliest' is not allowed as an ending offset",
+             "use 'latest' or per-partition JSON offsets"),
+            ("-2 (earliest) is not allowed as an ending offset",
+             "use -1 (latest) or an offset >= 0"),
+        )
 
     if subscription.kind == "assign":
         assigned = set(subscription.assignment)

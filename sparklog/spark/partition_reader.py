@@ -1,53 +1,42 @@
-"""Executor side: read one task's offset range as Arrow batches.
+"""Executor side (and the driver, for micro-batches it reads itself): read one offset range
+as Arrow batches.
 
-Spark reuses Python workers between tasks, so consumers are cached per worker process, keyed
-by their config: a micro-batch does not pay connection set-up and metadata again. Each fetch
-comes back from the client as one Arrow RecordBatch; the only per-batch work here is a cast to
-the exact Arrow schema Spark expects (no Python object per row).
+Fetchers are cached per worker process, keyed by their config (``ClientCache``): a
+micro-batch does not pay connection set-up and metadata again. Each fetch comes back from
+the client as one Arrow RecordBatch already in the exact Arrow schema Spark expects for the
+source's own schema, so the rows pass through untouched (no Python object per row, no cast);
+only a schema the user gave differently is cast.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from sparklog.protocol.errors import OffsetOutOfRangeError
+from sparklog.spark.client_cache import ClientCache
 from sparklog.spark.dataloss import report_data_loss
 from sparklog.spark.options import SourceOptions
 from sparklog.spark.planning import OffsetRange
 
+if TYPE_CHECKING:
+    from sparklog.client import ArrowFetcher
+
 log = logging.getLogger(__name__)
 
-__all__ = ["read_range", "cached_consumer"]
-
-_CACHE_LOCK = threading.Lock()
-_CONSUMERS: dict[tuple[tuple[str, str], ...], object] = {}
+__all__ = ["read_range"]
 
 
-def cached_consumer(conf: dict[str, str]):  # noqa: ANN201 - sparklog.client.Consumer
-    key = tuple(sorted(conf.items()))
-    with _CACHE_LOCK:
-        consumer = _CONSUMERS.get(key)
-        if consumer is None:
-            from sparklog.client import Consumer
+def _new_fetcher(conf: dict[str, str]) -> ArrowFetcher:
+    from sparklog.client import ArrowFetcher
 
-            consumer = Consumer(dict(conf))
-            _CONSUMERS[key] = consumer
-        return consumer
+    return ArrowFetcher(conf)
 
 
-def _drop_consumer(conf: dict[str, str]) -> None:
-    key = tuple(sorted(conf.items()))
-    with _CACHE_LOCK:
-        consumer = _CONSUMERS.pop(key, None)
-    if consumer is not None:
-        try:
-            consumer.close()  # type: ignore[attr-defined]
-        except Exception:
-            log.debug("error closing consumer", exc_info=True)
+_FETCHERS: ClientCache[ArrowFetcher] = ClientCache(_new_fetcher)
 
 
 def _log_start(conf: dict[str, str], topic: str, partition: int, isolation: str) -> int:
@@ -68,13 +57,13 @@ def read_range(
     from sparklog.client import TopicPartition
 
     conf = options.client_conf()
-    consumer = cached_consumer(conf)
+    fetcher = _FETCHERS.get(conf)
     tp = TopicPartition(r.topic, r.partition)
     pos = r.start
     empty_fetches = 0
     while pos < r.end:
         try:
-            batch = consumer.fetch_arrow(
+            fetched = fetcher.fetch(
                 tp,
                 pos,
                 r.end,
@@ -97,21 +86,21 @@ def read_range(
             pos = log_start
             continue
         except Exception:
-            _drop_consumer(conf)  # a broken connection must not poison the next task
+            _FETCHERS.drop(conf)  # a broken connection must not poison the next task
             raise
+        batch = fetched.batch
         n = batch.num_rows
         if n:
             empty_fetches = 0
             last = batch.column("offset")[n - 1].as_py()
-            yield batch.cast(target)
+            yield batch if batch.schema == target else batch.cast(target)
             pos = last + 1
             continue
         # No records: the rest of the range holds only control batches / aborted data /
         # compacted-away offsets, or the data is not readable yet (read_committed above the
-        # last stable offset). The client says how far the log was scanned when it can.
-        next_pos = _scanned_to(batch)
-        if next_pos is not None and next_pos > pos:
-            pos = next_pos
+        # last stable offset). The client says how far the log was scanned.
+        if fetched.next_offset > pos:
+            pos = fetched.next_offset
             continue
         empty_fetches += 1
         if empty_fetches >= 3:
@@ -124,9 +113,3 @@ def read_range(
                 empty_fetches,
             )
             return
-
-
-def _scanned_to(batch: pa.RecordBatch) -> int | None:
-    meta = batch.schema.metadata or {}
-    raw = meta.get(b"next_offset") or meta.get(b"sparklog.next_offset")
-    return int(raw) if raw is not None else None

@@ -12,9 +12,9 @@ transaction per batch id spanning all tasks, committed there and aborted in ``ab
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -32,7 +32,11 @@ from pyspark.sql.types import (
 )
 
 from sparklog.protocol.errors import SparklogError
+from sparklog.spark.client_cache import ClientCache
 from sparklog.spark.options import OptionError, SinkOptions
+
+if TYPE_CHECKING:
+    from sparklog.client import Producer
 
 log = logging.getLogger(__name__)
 
@@ -102,20 +106,14 @@ def check_sink_schema(schema: StructType, options: SinkOptions) -> None:
 # A task must not report success before its rows are acknowledged; past this, it fails.
 FLUSH_TIMEOUT_S = 300.0
 
-_PRODUCERS: dict[tuple[tuple[str, str], ...], object] = {}
-_PRODUCERS_LOCK = threading.Lock()
+
+def _new_producer(conf: dict[str, str]) -> Producer:
+    from sparklog.client import Producer
+
+    return Producer(conf)
 
 
-def _producer(conf: dict[str, str]):  # noqa: ANN202 - sparklog.client.Producer
-    key = tuple(sorted(conf.items()))
-    with _PRODUCERS_LOCK:
-        producer = _PRODUCERS.get(key)
-        if producer is None:
-            from sparklog.client import Producer
-
-            producer = Producer(dict(conf))
-            _PRODUCERS[key] = producer
-        return producer
+_PRODUCERS: ClientCache[Producer] = ClientCache(_new_producer)
 
 
 def _column(batch: pa.RecordBatch, name: str) -> pa.Array | None:
@@ -133,7 +131,7 @@ def _as_binary(arr: pa.Array | None) -> pa.Array | None:
 
 def write_batches(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> WriteStats:
     """Produce every row of ``batches``; returns once all are acknowledged."""
-    producer = _producer(options.client_conf())
+    producer = _PRODUCERS.get(options.client_conf())
     stats = WriteStats()
     for batch in batches:
         if batch.num_rows == 0:

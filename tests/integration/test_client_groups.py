@@ -247,7 +247,7 @@ def test_heartbeats_sent_during_a_join_do_not_trigger_another_rebalance(cluster,
         sync(c, c_id, rc.generation_id)
         assert c.response(ApiKey.SYNC_GROUP, 3).error_code == ErrorCode.NONE
         gen = rc.generation_id
-        _wait(lambda: a.consumer._generation == gen and len(a.assigned) == 2, 30,
+        _wait(lambda: a.consumer._group.generation == gen and len(a.assigned) == 2, 30,
               "A in the two-member generation", [a])
         # D joins; A rejoins and is held in JoinGroup until C rejoins
         d_id = new_member(d)
@@ -267,7 +267,7 @@ def test_heartbeats_sent_during_a_join_do_not_trigger_another_rebalance(cluster,
             assert heartbeat(c, c_id, gen + 1) == ErrorCode.NONE
             assert heartbeat(d, d_id, gen + 1) == ErrorCode.NONE
         assert a.error is None
-        assert a.consumer._generation == gen + 1 and len(a.assigned) == 1
+        assert a.consumer._group.generation == gen + 1 and len(a.assigned) == 1
     finally:
         a.stop_flag.set()
         a.join(20)

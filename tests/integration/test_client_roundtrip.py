@@ -13,6 +13,7 @@ from confluent_kafka import Producer as CKProducer
 
 from sparklog.client import (
     AdminClient,
+    ArrowFetcher,
     Consumer,
     DeliveryError,
     NewTopic,
@@ -89,10 +90,10 @@ def test_arrow_path_equals_per_record_path(cluster, admin):
         for i in range(200):  # and a per-record tail with explicit timestamps
             p.produce(topic, f"tail-{i}", key=None, partition=0, timestamp=1_700_000_000_000 + i)
         assert p.flush(30) == 0
-    c = Consumer({"bootstrap.servers": cluster.bootstrap_servers})
+    f = ArrowFetcher({"bootstrap.servers": cluster.bootstrap_servers})
     batches, pos = [], 0
     while pos < n + 200:
-        b = c.fetch_arrow(tp, pos, n + 200, max_bytes=64 * 1024)
+        b = f.fetch(tp, pos, n + 200, max_bytes=64 * 1024).batch
         assert b.num_rows > 0
         batches.append(b)
         pos = b.column("offset")[b.num_rows - 1].as_py() + 1
@@ -102,29 +103,32 @@ def test_arrow_path_equals_per_record_path(cluster, admin):
     assert table.column("key").to_pylist()[:n] == keys.to_pylist()
     assert table.schema.names == ["key", "value", "topic", "partition", "offset", "timestamp",
                                   "timestampType", "headers"]
+    f.close()
+    c = Consumer({"bootstrap.servers": cluster.bootstrap_servers})
     c.assign([tp])
     c.seek(tp, 0)
     recs = collect(lambda: c.consume(1000, 0.5), n + 200, 20)
     c.close()
     assert [r.value for r in recs] == table.column("value").to_pylist()
     assert [r.key for r in recs] == table.column("key").to_pylist()
-    assert [r.timestamp for r in recs] == table.column("timestamp").cast(pa.int64()).to_pylist()
+    assert [r.timestamp * 1000 for r in recs] == \
+        table.column("timestamp").cast(pa.int64()).to_pylist()  # Spark's microseconds
     assert [[{"key": k, "value": v} for k, v in r.headers] for r in recs] == \
         table.column("headers").to_pylist()
     assert recs[-1].timestamp == 1_700_000_000_199
     # a sub-range, and the fetch past the end
-    sub = Consumer({"bootstrap.servers": cluster.bootstrap_servers})
-    part = sub.fetch_arrow(tp, 100, 110, include_headers=False)
+    sub = ArrowFetcher({"bootstrap.servers": cluster.bootstrap_servers})
+    part = sub.fetch(tp, 100, 110, include_headers=False).batch
     assert part.column("offset").to_pylist() == list(range(100, 110))
     assert "headers" not in part.schema.names
-    empty = sub.fetch_arrow(tp, n + 200, timeout_ms=2000)
-    assert empty.num_rows == 0
-    sizes = sub.fetch_batch_sizes(tp, 0)
+    empty = sub.fetch(tp, n + 200, timeout_ms=2000)
+    assert empty.batch.num_rows == 0 and empty.next_offset == empty.high_watermark == n + 200
+    sizes = sub.batch_sizes(tp, 0)
     assert sizes and sizes[-1][0] == n + 200 and all(s > 61 for _, s in sizes)
     sub.close()
 
 
-def test_fetch_arrow_below_log_start_raises_out_of_range(cluster, admin):
+def test_arrow_fetch_below_log_start_raises_out_of_range(cluster, admin):
     topic = _topic("oor")
     admin.create_topics([NewTopic(topic, 1)])
     tp = TopicPartition(topic, 0)
@@ -132,11 +136,11 @@ def test_fetch_arrow_below_log_start_raises_out_of_range(cluster, admin):
         p.produce_arrow(topic, pa.array([b"x"] * 50))
         assert p.flush(10) == 0
     assert admin.delete_records({tp: 20}) == {tp: 20}
-    c = Consumer({"bootstrap.servers": cluster.bootstrap_servers})
+    c = ArrowFetcher({"bootstrap.servers": cluster.bootstrap_servers})
     with pytest.raises(OffsetOutOfRangeError) as ei:
-        c.fetch_arrow(tp, 5)
+        c.fetch(tp, 5)
     assert ei.value.log_start_offset == 20
-    assert c.fetch_arrow(tp, 20).num_rows == 30
+    assert c.fetch(tp, 20).batch.num_rows == 30
     c.close()
 
 
@@ -151,11 +155,11 @@ def test_partitioner_matches_confluent_kafka_murmur2_random(cluster, admin):
         ck.produce(topic, value=str(i).encode(), key=k)
     assert ck.flush(60) == 0
     where = {}
-    c = Consumer({"bootstrap.servers": cluster.bootstrap_servers})
+    c = ArrowFetcher({"bootstrap.servers": cluster.bootstrap_servers})
     for p in range(7):
         pos = 0
         while True:
-            b = c.fetch_arrow(TopicPartition(topic, p), pos, max_bytes=4 * 1024 * 1024)
+            b = c.fetch(TopicPartition(topic, p), pos, max_bytes=4 * 1024 * 1024).batch
             if b.num_rows == 0:
                 break
             for k in b.column("key").to_pylist():
@@ -251,8 +255,8 @@ def test_send_futures_interceptors_and_sticky_null_keys(cluster, admin):
     assert len({md.partition for md in mds}) == 1
     assert [md.offset for md in mds] == list(range(50))
     assert [md.timestamp for md in mds] == [1_600_000_000_000 + i for i in range(50)]
-    c = Consumer({"bootstrap.servers": cluster.bootstrap_servers})
-    b = c.fetch_arrow(TopicPartition(topic, mds[0].partition), 0)
+    c = ArrowFetcher({"bootstrap.servers": cluster.bootstrap_servers})
+    b = c.fetch(TopicPartition(topic, mds[0].partition), 0).batch
     c.close()
     assert b.column("value").to_pylist()[:2] == [b"v0!", b"v1!"]
     assert b.column("headers").to_pylist()[0] == [{"key": "icpt", "value": b"1"}]

@@ -3,15 +3,15 @@ the vectorised encoder's (checked by decoding both with the protocol layer's dec
 
 import pytest
 
-from sparklog.client import Producer
-from sparklog.client import producer as producer_mod
+from sparklog.client import producer_batch
+from sparklog.client.producer_batch import BatchFormat, ProducerBatch
 from sparklog.protocol.compression import codec_for_name
 from sparklog.protocol.records import decode_batch
 from sparklog.protocol.topic_partition import TopicPartition
 
 
 def _batch(rows):  # noqa: ANN001, ANN202
-    b = producer_mod._Batch(TopicPartition("t", 0), 0.0)
+    b = ProducerBatch(TopicPartition("t", 0), 0.0)
     b.created_ms = 1_700_000_000_000
     for key, value, headers, ts in rows:
         b.append(key, value, ts, headers, None)
@@ -30,12 +30,10 @@ ROWS = [
 @pytest.mark.parametrize("compression", ["none", "gzip", "lz4"])
 @pytest.mark.parametrize("rows", [ROWS, ROWS[:1], [(None, b"x", None, None)] * 5])
 def test_small_path_means_what_the_vectorised_path_means(monkeypatch, compression, rows):
-    p = object.__new__(Producer)  # only the encoder's settings; no connection
-    p.compression, p.compression_level = codec_for_name(compression), None
-    p.idempotent, p.producer_id, p.producer_epoch = True, 42, 3
-    small = p._encode(_batch(rows))
-    monkeypatch.setattr(producer_mod, "_SMALL_BATCH_RECORDS", 0)
-    big = p._encode(_batch(rows))
+    fmt = BatchFormat(codec_for_name(compression), None, producer_id=42, producer_epoch=3)
+    small = _batch(rows).encode(fmt)
+    monkeypatch.setattr(producer_batch, "SMALL_BATCH_RECORDS", 0)
+    big = _batch(rows).encode(fmt)
     a, b = decode_batch(bytes(small.data)), decode_batch(bytes(big.data))
     assert small.record_count == big.record_count == len(rows)
     assert small.max_timestamp == big.max_timestamp

@@ -4,6 +4,7 @@ import os
 import random
 import struct
 
+import cramjam
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -34,6 +35,18 @@ def test_round_trip(codec, idx):
 @settings(max_examples=60, deadline=None)
 def test_round_trip_property(data, codec):
     assert bytes(C.decompress(codec, C.compress(codec, data))) == data
+
+
+def test_decompress_into_appends_each_section():
+    out = cramjam.Buffer()
+    sizes = [C.decompress_into(codec, C.compress(codec, data), out)
+             for codec, data in zip([C.NONE, *CODECS], SAMPLES, strict=True)]
+    assert sizes == [len(d) for d in SAMPLES]
+    assert bytes(memoryview(out)) == b"".join(SAMPLES)
+    with pytest.raises(CorruptRecordError):
+        C.decompress_into(C.ZSTD, b"not zstd", out)
+    with pytest.raises(UnsupportedCompressionError):
+        C.decompress_into(7, b"", out)
 
 
 def _kafka_python_pair(codec):

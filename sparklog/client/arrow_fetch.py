@@ -1,0 +1,208 @@
+"""The Arrow read path: one partition's offset range -> the rows of Spark's Kafka source.
+
+``ArrowFetcher`` is what the Spark source reads with (executor tasks, and the driver when it
+reads a small micro-batch itself or measures a byte budget). It is stateless: no positions,
+no group, no buffered records; every call says which partition and offsets it wants, sends
+ONE Fetch to the partition's leader and returns what came back, decoded. The caller loops
+on ``next_offset``.
+
+The rows come out in ``RECORD_SCHEMA``, exactly the Arrow form of Spark's Kafka source
+schema (``timestamp[us, UTC]`` timestamps, ``element`` list items), so a Spark reader yields
+them as they are. The column list itself is the protocol decoder's
+(``record_arrow.arrow_schema``); this module only gives two columns Spark's types, once
+per fetch: the int64 millisecond timestamps become microseconds in one checked multiply,
+the headers list is relabelled without a copy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from sparklog.client.arrow_decode import decode_fetched
+from sparklog.client.connection import with_retries
+from sparklog.client.core import conf_bool, conf_int, parse_isolation
+from sparklog.client.sync_client import SyncClient
+from sparklog.protocol.batch_header import BATCH_HEADER_SIZE, batch_size, read_header
+from sparklog.protocol.errors import (
+    ErrorCode,
+    InvalidRecordError,
+    OffsetOutOfRangeError,
+    error_for_code,
+)
+from sparklog.protocol.messages.fetch import FetchRequest
+from sparklog.protocol.record_arrow import HEADERS_TYPE, arrow_schema
+from sparklog.protocol.topic_partition import TopicPartition
+
+__all__ = [
+    "RECORD_SCHEMA", "ArrowFetcher", "FetchedRows", "batch_sizes", "record_rows", "record_schema",
+]
+
+_TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
+_HEADERS_TYPE = pa.list_(pa.field("element", HEADERS_TYPE.value_type))
+_SPARK_TYPES = {"timestamp": _TIMESTAMP_TYPE, "headers": _HEADERS_TYPE}
+
+# Spark's Kafka source columns: key, value, topic, partition, offset, timestamp,
+# timestampType, headers (Spark declares every column nullable)
+RECORD_SCHEMA = pa.schema([
+    pa.field(f.name, _SPARK_TYPES.get(f.name, f.type))
+    for f in arrow_schema(topic=True, partition=True)
+])
+_WITHOUT_HEADERS = RECORD_SCHEMA.remove(RECORD_SCHEMA.get_field_index("headers"))
+
+
+def record_schema(include_headers: bool) -> pa.Schema:
+    """``RECORD_SCHEMA``, or all of it but the headers column."""
+    return RECORD_SCHEMA if include_headers else _WITHOUT_HEADERS
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedRows:
+    """What one Fetch of one partition returned."""
+
+    batch: pa.RecordBatch  # record_schema(include_headers) rows, offsets in [start, end)
+    next_offset: int  # how far the fetched batches reached (past markers / aborted data)
+    high_watermark: int
+    log_start_offset: int
+    last_stable_offset: int
+
+
+class ArrowFetcher(SyncClient):
+    """Reads offset ranges of single partitions as Arrow rows (Kafka config names).
+
+    Uses ``check.crcs`` and ``fetch.max.wait.ms`` from the config, plus the connection
+    settings every client takes."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        super().__init__(config, "sparklog-fetcher")
+        self.check_crcs = conf_bool(config, "check.crcs", True)
+        self.fetch_max_wait_ms = conf_int(config, "fetch.max.wait.ms", 500)
+
+    def fetch(self, tp: TopicPartition | tuple[str, int], start_offset: int,
+              end_offset: int | None = None, *, max_bytes: int = 50 * 2**20,
+              isolation_level: str = "read_uncommitted", timeout_ms: int = 30000,
+              include_headers: bool = True) -> FetchedRows:
+        """Records start_offset <= offset < end_offset (None: up to the high watermark, or
+        the last stable offset under read_committed) from ONE Fetch of at most
+        ``max_bytes``. May return fewer rows than asked: loop on the last offset + 1, or on
+        ``next_offset`` when no rows came back. A start below the log start raises
+        OffsetOutOfRangeError carrying ``log_start_offset`` and ``high_watermark``."""
+        return self._run(self._fetch(
+            TopicPartition(tp[0], tp[1]), start_offset, end_offset, max_bytes,
+            parse_isolation(isolation_level), timeout_ms, include_headers), timeout_ms / 1000 + 5)
+
+    async def _fetch(self, tp: TopicPartition, start: int, end: int | None, max_bytes: int,
+                     isolation: int, timeout_ms: int, include_headers: bool) -> FetchedRows:
+        p = await self._fetch_partition(tp, start, max_bytes, isolation, timeout_ms,
+                                        min(self.fetch_max_wait_ms, timeout_ms))
+        limit = p.last_stable_offset if isolation == 1 and p.last_stable_offset >= 0 \
+            else p.high_watermark
+        if end is None or (limit >= 0 and end > limit):
+            end = limit if limit >= 0 else end
+        aborted = [(a.producer_id, a.first_offset) for a in (p.aborted_transactions or [])]
+        dec = decode_fetched(p.records, start_offset=start, end_offset=end,
+                             read_committed=isolation == 1, aborted=aborted,
+                             verify_crc=self.check_crcs)
+        return FetchedRows(record_rows(dec.batch, tp, include_headers), dec.next_offset,
+                           p.high_watermark, p.log_start_offset, p.last_stable_offset)
+
+    def batch_sizes(self, tp: TopicPartition | tuple[str, int], start_offset: int, *,
+                    max_bytes: int = 50 * 2**20, timeout_ms: int = 30000,
+                    isolation_level: str = "read_uncommitted") -> list[tuple[int, int]]:
+        """(next_offset, size in bytes) of the whole batches one Fetch returns from
+        ``start_offset`` (batch headers only, nothing decoded)."""
+        tp = TopicPartition(tp[0], tp[1])
+
+        async def go() -> list[tuple[int, int]]:
+            p = await self._fetch_partition(tp, start_offset, max_bytes,
+                                            parse_isolation(isolation_level), timeout_ms, 0)
+            return [(nxt, size) for _base, nxt, size in batch_sizes(p.records or b"")
+                    if nxt > start_offset]
+
+        return self._run(go(), timeout_ms / 1000 + 5)
+
+    async def _fetch_partition(self, tp: TopicPartition, start: int, max_bytes: int,
+                               isolation: int, timeout_ms: int, max_wait_ms: int) -> Any:
+        """One partition's part of a Fetch response (FetchResponse.PartitionData),
+        retrying retriable errors (and a moved leader) until ``timeout_ms``."""
+        client = self._client
+        req = FetchRequest(
+            replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=max_bytes,
+            isolation_level=isolation, session_id=0, session_epoch=-1,
+            topics=[FetchRequest.FetchTopic(topic=tp.topic, partitions=[
+                FetchRequest.FetchPartition(partition=tp.partition, fetch_offset=start,
+                                            partition_max_bytes=max_bytes)])])
+
+        async def once() -> Any:
+            conn = await client.leader_connection(tp)
+            resp = await client.send(conn, req, timeout_ms=timeout_ms + max_wait_ms)
+            p = resp.responses[0].partitions[0]
+            if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                err = OffsetOutOfRangeError(
+                    f"{tp.topic}-{tp.partition}: offset {start} is out of range "
+                    f"[{p.log_start_offset}, {p.high_watermark})")
+                err.log_start_offset = p.log_start_offset  # type: ignore[attr-defined]
+                err.high_watermark = p.high_watermark  # type: ignore[attr-defined]
+                raise err
+            if p.error_code:
+                raise error_for_code(p.error_code, f"fetch {tp.topic}-{tp.partition}: "
+                                     f"{ErrorCode.for_code(p.error_code).name}")
+            return p
+
+        async def invalidate(_err: BaseException) -> None:
+            client.invalidate()
+
+        deadline = asyncio.get_running_loop().time() + timeout_ms / 1000
+        return await with_retries(once, retries=2**31, deadline=deadline,
+                                  backoff_ms=client.config.retry_backoff_ms,
+                                  on_retry=invalidate)
+
+
+def record_rows(batch: pa.RecordBatch, tp: TopicPartition,
+                include_headers: bool) -> pa.RecordBatch:
+    """Decoder rows (record_arrow.arrow_schema()) -> record_schema(include_headers) rows.
+
+    Key, value, offset, timestampType and headers are the decoder's arrays; topic,
+    partition and the microsecond timestamps are built from numpy buffers (several times
+    faster than Arrow's repeat and multiply kernels on fetch-sized arrays)."""
+    key, value, offset, timestamp, timestamp_type, headers = batch.columns
+    n = batch.num_rows
+    topic = tp.topic.encode()
+    topics = pa.Array.from_buffers(pa.string(), n, [
+        None, pa.py_buffer(np.arange(0, (n + 1) * len(topic), len(topic), dtype=np.int32)),
+        pa.py_buffer(topic * n)])
+    cols = [key, value, topics, pa.array(np.full(n, tp.partition, dtype=np.int32)), offset,
+            _micros(timestamp), timestamp_type]
+    if include_headers:
+        cols.append(headers.view(_HEADERS_TYPE))
+    return pa.RecordBatch.from_arrays(cols, schema=record_schema(include_headers))
+
+
+_MAX_MS = (2**63 - 1) // 1000  # larger millisecond values overflow int64 microseconds
+
+
+def _micros(ms: pa.Array) -> pa.Array:
+    """int64 milliseconds (no nulls) -> timestamp[us, UTC], in one multiply."""
+    a = ms.to_numpy()
+    if a.size and (int(a.max()) > _MAX_MS or int(a.min()) < -_MAX_MS):
+        raise InvalidRecordError("record timestamp out of range for microseconds")
+    return pa.Array.from_buffers(_TIMESTAMP_TYPE, len(a), [None, pa.py_buffer(a * 1000)])
+
+
+def batch_sizes(buf: bytes | memoryview) -> list[tuple[int, int, int]]:
+    """(base_offset, next_offset, size) of every complete batch in a records field."""
+    out = []
+    mv = memoryview(buf)
+    pos, end = 0, len(mv)
+    while end - pos >= BATCH_HEADER_SIZE:
+        size = batch_size(mv, pos)
+        if size < BATCH_HEADER_SIZE or pos + size > end:
+            break
+        h = read_header(mv, pos)
+        out.append((h.base_offset, h.next_offset, size))
+        pos += size
+    return out

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from typing import Any
 
 from sparklog.broker.config import validate_topic_configs
-from sparklog.broker.dispatch import ApiKey, RequestContext, api_spec, register
+from sparklog.broker.dispatch import RequestContext, api_spec, register
+from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.errors import ErrorCode, KafkaError
+from sparklog.protocol.schema import Message, TopLevel
 
 log = logging.getLogger(__name__)
 
@@ -21,7 +22,7 @@ _REPEATED_TOPIC = {"error_code": int(ErrorCode.INVALID_REQUEST),
                    "error_message": "topic appears more than once in the request"}
 
 
-def _repeated_names(topics: Any) -> set[str]:
+def _repeated_names(topics: list[Message]) -> set[str]:
     """Every copy of a name given twice is refused, not just the later ones: which copy
     should win would be arbitrary."""
     counts = Counter(t.name for t in topics)
@@ -29,7 +30,7 @@ def _repeated_names(topics: Any) -> set[str]:
 
 
 @register(ApiKey.CREATE_TOPICS, 2, 5)
-async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
+async def handle_create_topics(ctx: RequestContext, request: TopLevel) -> TopLevel:
     resp_cls = api_spec(ApiKey.CREATE_TOPICS).response
     Result = resp_cls.CreatableTopicResult
     broker = ctx.broker
@@ -57,7 +58,7 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
 
 
 @register(ApiKey.DELETE_TOPICS, 1, 4)
-async def handle_delete_topics(ctx: RequestContext, request: Any) -> Any:
+async def handle_delete_topics(ctx: RequestContext, request: TopLevel) -> TopLevel:
     resp_cls = api_spec(ApiKey.DELETE_TOPICS).response
     Result = resp_cls.DeletableTopicResult
     broker = ctx.broker
@@ -72,7 +73,7 @@ async def handle_delete_topics(ctx: RequestContext, request: Any) -> Any:
 
 
 @register(ApiKey.CREATE_PARTITIONS, 0, 3)
-async def handle_create_partitions(ctx: RequestContext, request: Any) -> Any:
+async def handle_create_partitions(ctx: RequestContext, request: TopLevel) -> TopLevel:
     resp_cls = api_spec(ApiKey.CREATE_PARTITIONS).response
     Result = resp_cls.CreatePartitionsTopicResult
     broker = ctx.broker

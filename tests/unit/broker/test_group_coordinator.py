@@ -9,13 +9,11 @@ from collections.abc import Callable
 
 import pytest
 
-from sparklog.broker.group_coordinator import (
-    CoordinatorConfig,
-    GroupCoordinator,
-    GroupState,
-    JoinResult,
-)
-from sparklog.broker.group_offsets import GroupStore, MemoryRecordLog, OffsetAndMetadata
+from sparklog.broker.group.config import CoordinatorConfig
+from sparklog.broker.group.coordinator import GroupCoordinator
+from sparklog.broker.group.model import GroupState, JoinResult
+from sparklog.broker.group.records import OffsetAndMetadata
+from sparklog.broker.group.store import GroupStore, MemoryRecordLog
 from sparklog.protocol.errors import ErrorCode
 
 E = ErrorCode
@@ -70,10 +68,13 @@ REBALANCE = 30_000
 
 def make(delay_ms: int = 0, store: GroupStore | None = None,
          clock: FakeClock | None = None) -> tuple[GroupCoordinator, FakeClock]:
+    """A coordinator that has loaded every partition of ``store``, as a started broker's."""
     clock = clock or FakeClock()
     cfg = CoordinatorConfig(group_initial_rebalance_delay_ms=delay_ms,
                             offsets_topic_num_partitions=5)
-    return GroupCoordinator(cfg, store, clock), clock
+    gc = GroupCoordinator(cfg, store or GroupStore(MemoryRecordLog(), 5), clock)
+    gc.load_all_partitions()
+    return gc, clock
 
 
 def join(gc: GroupCoordinator, member_id: str = "", *, group: str = "g",
@@ -436,7 +437,6 @@ def test_state_survives_reload_from_the_log() -> None:
         gc.commit_offsets("solo", -1, "", None, {("u", 3): OffsetAndMetadata(99, metadata="x")})
         # Restart: a new coordinator over the same records.
         gc2, _ = make(store=store, clock=clock)
-        gc2.load()
         assert gc2.fetch_offsets("g", None)[1][("t", 0)].offset == 11
         assert gc2.fetch_offsets("g", None)[1][("t", 1)].offset == 20
         assert gc2.fetch_offsets("solo", [("u", 3)])[1][("u", 3)].metadata == "x"
@@ -461,7 +461,6 @@ def test_delete_groups_writes_tombstones() -> None:
         assert "solo" not in gc.groups
         assert gc.fetch_offsets("solo", None) == (E.NONE, {})
         gc2, _ = make(store=store, clock=clock)
-        gc2.load()
         assert "solo" not in gc2.groups and "g" in gc2.groups
 
     run(main())
@@ -478,21 +477,20 @@ def test_offset_retention_expires_empty_groups_offsets() -> None:
         m1 = await single_stable(gc, clock, session_ms=1_000_000)
         gc.commit_offsets("g", 1, m1, None, {("t", 0): OffsetAndMetadata(5)})
         await clock.advance(31_000)
-        assert gc.expire_offsets() == 1  # only solo's first commit is older than a minute
+        assert gc.offsets.expire_offsets() == 1  # only solo's first commit is older than a minute
         assert set(gc.fetch_offsets("solo", None)[1]) == {("u", 1)}
         await clock.advance(60_000)
-        assert gc.expire_offsets() == 1 and "solo" not in gc.groups
+        assert gc.offsets.expire_offsets() == 1 and "solo" not in gc.groups
         # A consumer group's offsets never expire while it has members...
         assert gc.fetch_offsets("g", None)[1]
         gc.leave_group("g", [(m1, None)])
         assert gc.groups["g"].state is GroupState.EMPTY
         await clock.advance(59_000)
-        assert gc.expire_offsets() == 0  # ...and age from the moment it became Empty
+        assert gc.offsets.expire_offsets() == 0  # ...and age from the moment it became Empty
         await clock.advance(1_000)
-        assert gc.expire_offsets() == 1
+        assert gc.offsets.expire_offsets() == 1
         assert "g" not in gc.groups
         gc2, _ = make(store=store, clock=clock)
-        gc2.load()
         assert gc2.groups == {}
 
     run(main())
@@ -540,13 +538,12 @@ def test_deleted_topics_lose_their_offsets() -> None:
                                                   ("kept", 0): OffsetAndMetadata(3)})
         m1 = await single_stable(gc, clock)
         gc.commit_offsets("g", 1, m1, None, {("gone", 0): OffsetAndMetadata(4)})
-        assert gc.remove_topic_offsets(["gone"]) == 3
+        assert gc.offsets.remove_topic_offsets(["gone"]) == 3
         assert "solo" not in gc.groups  # nothing left: the group is gone too
         assert gc.fetch_offsets("mixed", None)[1] == {("kept", 0): OffsetAndMetadata(
             3, commit_timestamp=clock.now)}
         assert gc.groups["g"].state is GroupState.STABLE and gc.fetch_offsets("g", None)[1] == {}
         gc2, _ = make(store=store, clock=clock)
-        gc2.load()
         assert set(gc2.groups) == {"mixed", "g"}
         assert list(gc2.fetch_offsets("mixed", None)[1]) == [("kept", 0)]
 

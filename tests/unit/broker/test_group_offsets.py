@@ -6,12 +6,10 @@ import struct
 
 import pytest
 
-from sparklog.broker.group_offsets import (
+from sparklog.broker.group.records import (
     GroupKey,
     GroupMetadataRecord,
-    GroupStore,
     MemberRecord,
-    MemoryRecordLog,
     OffsetAndMetadata,
     OffsetKey,
     decode_group_value,
@@ -24,6 +22,7 @@ from sparklog.broker.group_offsets import (
     java_string_hash,
     partition_for_group,
 )
+from sparklog.broker.group.store import GroupStore, MemoryRecordLog
 from sparklog.protocol.errors import MalformedFrameError
 
 
@@ -108,7 +107,7 @@ def test_store_replay_last_value_wins_and_tombstones() -> None:
     store.store_group("b", GroupMetadataRecord("consumer", 2, None, None), 0)
     store.delete_offsets("a", [("t", 1)], 0)
     store.delete_offsets("b", [("t", 0)], 0, delete_group=True)
-    loaded = store.load()
+    loaded = {gid: g for p in range(3) for gid, g in store.load_partition(p).items()}
     assert set(loaded) == {"a"}
     assert loaded["a"].offsets == {("t", 0): OffsetAndMetadata(5)}
     # Records of a group all land in the group's partition.
@@ -122,4 +121,4 @@ def test_replay_skips_garbage_records() -> None:
     store = GroupStore(log, 1)
     log.append(0, [(b"\x00\x09junk", b"x"), (encode_offset_key("g", "t", 0), b"\x00\x03\x00")], 0)
     store.store_offsets("g", {("t", 1): OffsetAndMetadata(3)}, 0)
-    assert store.load()["g"].offsets == {("t", 1): OffsetAndMetadata(3)}
+    assert store.load_partition(0)["g"].offsets == {("t", 1): OffsetAndMetadata(3)}

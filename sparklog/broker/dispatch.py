@@ -13,8 +13,8 @@ version we do not serve (other than ApiVersions) is logged once and the connecti
 ApiVersions with a version above ours, or a body that does not parse, gets a v0-shaped
 UNSUPPORTED_VERSION reply carrying the full list so the client can retry (KIP-511). Any
 other body that does not decode drops the connection, as in Kafka. A handler's
-``KafkaError`` becomes a response carrying its code at the top level, for APIs whose
-response has one; for the others the connection is closed. Any other exception is the
+``KafkaError`` becomes a response carrying its code at the top level where the response
+has one at that version; otherwise the connection is closed. Any other exception is the
 connection's to handle (it logs and closes).
 """
 
@@ -219,7 +219,7 @@ class Dispatcher:
         try:
             response = await hspec.handler(ctx, request)
         except KafkaError as exc:
-            response = _error_response(spec, exc.error_code, str(exc))
+            response = _error_response(spec, api_version, exc.error_code, str(exc))
             if response is None:
                 log.warning("%s v%d from %s failed: %s; closing the connection", spec.name,
                             api_version, conn.client_host, exc)
@@ -253,10 +253,11 @@ def encode_response(spec: ApiSpec, version: int, correlation_id: int,
     return w.chunks()
 
 
-def _error_response(spec: ApiSpec, code: ErrorCode, message: str) -> TopLevel | None:
-    """A response carrying ``code`` at the top level, for APIs whose response has one."""
+def _error_response(spec: ApiSpec, version: int, code: ErrorCode, message: str
+                    ) -> TopLevel | None:
+    """A response carrying ``code`` at the top level, where this version's response has one."""
     cls = spec.response
-    if "error_code" not in cls._fields:
+    if not any(f.name == "error_code" and version in f.versions for f in cls._spec):
         return None
     resp = cls()
     resp.error_code = int(code)

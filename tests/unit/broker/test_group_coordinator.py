@@ -12,7 +12,7 @@ import pytest
 from sparklog.broker.group.config import CoordinatorConfig
 from sparklog.broker.group.coordinator import GroupCoordinator
 from sparklog.broker.group.model import GroupState, JoinResult
-from sparklog.broker.group.records import OffsetAndMetadata
+from sparklog.broker.group.records import OffsetAndMetadata, partition_for_group
 from sparklog.broker.group.store import GroupStore, MemoryRecordLog
 from sparklog.protocol.errors import ErrorCode
 
@@ -638,3 +638,112 @@ def test_leave_unknown_group_reports_each_member_unknown() -> None:
     assert gc.leave_group("nope", [("a", None), ("", "inst")]) == (
         E.NONE, [E.UNKNOWN_MEMBER_ID, E.UNKNOWN_MEMBER_ID])
     assert gc.leave_group("", [("a", None)]) == (E.INVALID_GROUP_ID, [])
+
+
+# --------------------------------------------------------------------------- offsets partitions
+
+
+def group_in(partition: int) -> str:
+    """A group id that lives in ``partition`` of the tests' 5 offsets partitions."""
+    return next(g for g in (f"grp-{i}" for i in range(1000))
+                if partition_for_group(g, 5) == partition)
+
+
+async def stable_group(gc: GroupCoordinator, clock: FakeClock, group: str) -> str:
+    first = await join(gc, group=group)
+    t = join(gc, first.member_id, group=group)
+    await clock.advance(0)
+    r = t.result()
+    s = await gc.sync_group(group, r.generation_id, r.member_id, None, {r.member_id: b"A"})
+    assert s.error == E.NONE
+    return r.member_id
+
+
+def test_groups_of_an_unloaded_partition_are_not_coordinated_here() -> None:
+    async def main() -> None:
+        store = GroupStore(MemoryRecordLog(), 5)
+        gc, clock = make(store=store)
+        here, gone = group_in(1), group_in(3)
+        m = await stable_group(gc, clock, gone)
+        gc.commit_offsets(gone, 1, m, None, {("t", 0): OffsetAndMetadata(7)})
+        gc.commit_offsets(here, -1, "", None, {("t", 0): OffsetAndMetadata(8)})
+        assert gc.unload_partition(3) == 1
+        assert gone not in gc.groups and not gc.serves(gone) and gc.serves(here)
+        assert gc.heartbeat(gone, 1, m) == E.NOT_COORDINATOR
+        assert (await join(gc, group=gone)).error == E.NOT_COORDINATOR
+        assert (await gc.sync_group(gone, 1, m, None, {})).error == E.NOT_COORDINATOR
+        assert gc.leave_group(gone, [(m, None)]) == (E.NOT_COORDINATOR, [])
+        assert gc.commit_offsets(gone, -1, "", None, {("t", 0): OffsetAndMetadata(9)}) == {
+            ("t", 0): E.NOT_COORDINATOR}
+        assert gc.fetch_offsets(gone, None) == (E.NOT_COORDINATOR, {})
+        assert gc.describe_group(gone).error == E.NOT_COORDINATOR
+        assert gc.delete_groups([gone]) == {gone: E.NOT_COORDINATOR}
+        assert gc.list_groups() == [(here, "", "Empty")]
+        # the other partitions are untouched
+        assert gc.fetch_offsets(here, None)[1][("t", 0)].offset == 8
+        # loading it again rebuilds its groups from the log, members and all
+        assert gc.load_partition(3) == 1
+        assert gc.fetch_offsets(gone, None)[1][("t", 0)].offset == 7
+        assert gc.groups[gone].state is GroupState.STABLE and gc.heartbeat(gone, 1, m) == E.NONE
+
+    run(main())
+
+
+def test_unloading_answers_blocked_requests_and_stops_the_groups_timers() -> None:
+    async def main() -> None:
+        gc, clock = make(delay_ms=3000)
+        group = group_in(2)
+        first = await join(gc, group=group)
+        blocked = join(gc, first.member_id, group=group)
+        await settle()
+        assert not blocked.done()
+        gc.unload_partition(2)
+        await settle()
+        assert blocked.result().error == E.NOT_COORDINATOR
+        await clock.advance(60_000)  # neither the join delay nor the session fires
+        assert group not in gc.groups
+
+    run(main())
+
+
+def test_loading_a_loaded_partition_changes_nothing() -> None:
+    async def main() -> None:
+        store = GroupStore(MemoryRecordLog(), 5)
+        gc, clock = make(store=store)
+        group = group_in(0)
+        m = await stable_group(gc, clock, group)
+        before = gc.groups[group]
+        assert gc.load_partition(0) == 0
+        assert gc.groups[group] is before and gc.heartbeat(group, 1, m) == E.NONE
+
+    run(main())
+
+
+class UnreadableLog(MemoryRecordLog):
+    """Partition 4 cannot be read (a damaged disk)."""
+
+    def scan(self, partition: int) -> list:
+        if partition == 4:
+            raise OSError(5, "Input/output error")
+        return list(super().scan(partition))
+
+
+def test_a_partition_that_fails_to_load_stays_unloaded() -> None:
+    gc, _ = make(store=GroupStore(UnreadableLog(), 5))
+    assert gc.registry.loaded == {0, 1, 2, 3}
+    assert gc.heartbeat(group_in(4), 1, "m") == E.NOT_COORDINATOR
+    assert gc.heartbeat(group_in(0), 1, "m") == E.UNKNOWN_MEMBER_ID
+
+
+def test_shutdown_answers_blocked_joins() -> None:
+    async def main() -> None:
+        gc, clock = make(delay_ms=3000)
+        first = await join(gc)
+        blocked = join(gc, first.member_id)
+        await settle()
+        gc.shutdown()
+        await settle()
+        assert blocked.result().error == E.NOT_COORDINATOR
+        assert gc.groups == {} and gc.registry.loaded == set()
+
+    run(main())

@@ -212,10 +212,7 @@ class Membership:
                                                   client_host, rebalance_timeout_ms,
                                                   session_timeout_ms, protocol_type, protocols)
         current_leader = group.leader_id
-        old.finish_join(JoinResult(ErrorCode.FENCED_INSTANCE_ID, member_id=old_id))
-        old.finish_sync(SyncResult(ErrorCode.FENCED_INSTANCE_ID))
-        if old.session_timer is not None:
-            old.session_timer.cancel()
+        old.release(ErrorCode.FENCED_INSTANCE_ID)
         del group.members[old_id]
         old.member_id = new_id
         old.join_future = None
@@ -397,11 +394,7 @@ class Membership:
         self._registry.maybe_forget(group)
 
     def _remove_member(self, group: Group, member: Member) -> None:
-        if member.session_timer is not None:
-            member.session_timer.cancel()
-            member.session_timer = None
-        member.finish_join(JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=member.member_id))
-        member.finish_sync(SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
+        member.release(ErrorCode.UNKNOWN_MEMBER_ID)
         group.members.pop(member.member_id, None)
         if member.group_instance_id is not None and \
                 group.static_members.get(member.group_instance_id) == member.member_id:
@@ -428,11 +421,7 @@ class Membership:
         their clients look the coordinator up again."""
         group.cancel_timers()
         for m in group.members.values():
-            if m.session_timer is not None:
-                m.session_timer.cancel()
-                m.session_timer = None
-            m.finish_join(JoinResult(ErrorCode.NOT_COORDINATOR, member_id=m.member_id))
-            m.finish_sync(SyncResult(ErrorCode.NOT_COORDINATOR))
+            m.release(ErrorCode.NOT_COORDINATOR)
 
     # ------------------------------------------------------------------ SyncGroup
 

@@ -136,6 +136,15 @@ class Member:
         if self.sync_future is not None and not self.sync_future.done():
             self.sync_future.set_result(result)
 
+    def release(self, error: ErrorCode) -> None:
+        """The member leaves this coordinator's hands: its session timer stops and a
+        JoinGroup or SyncGroup it is blocked in is answered with ``error``."""
+        if self.session_timer is not None:
+            self.session_timer.cancel()
+            self.session_timer = None
+        self.finish_join(JoinResult(error, member_id=self.member_id))
+        self.finish_sync(SyncResult(error))
+
     def protocol_names(self) -> list[str]:
         return [name for name, _ in self.protocols]
 

@@ -6,7 +6,8 @@ replication needs: a partition has a role and a leader epoch taken from the cont
 metadata; only a leader accepts produce and consumer fetches; followers (replica id >= 0
 in Fetch) are tracked by log end offset, and the HW is the smallest LEO over the ISR.
 Clients that send a leader epoch are checked against ours (FENCED_LEADER_EPOCH when theirs
-is older, UNKNOWN_LEADER_EPOCH when newer), exactly as Kafka does.
+is older, UNKNOWN_LEADER_EPOCH when newer), exactly as Kafka does. Internal topics refuse
+client produce; the broker's own coordinators write them with ``append_internal``.
 """
 
 from __future__ import annotations

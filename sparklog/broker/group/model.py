@@ -1,8 +1,9 @@
 """The classic group protocol's data: group states, members, groups, request results.
 
-Plain state with small queries (which protocols every member supports, who is fenced);
-the transitions live in ``membership``. Timers go through a small ``Clock`` so tests can
-drive every timeout with a fake one.
+Plain state with small queries (which protocols every member supports, who is fenced)
+and the means to answer a member's blocked JoinGroup/SyncGroup and stop its timers; the
+transitions live in ``membership``. Timers go through a small ``Clock`` so tests can drive
+every timeout with a fake one.
 """
 
 from __future__ import annotations

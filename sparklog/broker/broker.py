@@ -1,28 +1,36 @@
 """The broker process: controller (embedded), logs, replica manager, group coordinator, server.
 
 Start order matters for durability and correctness: metadata first (it says which
-partitions exist), then the logs (recovered by the storage layer), then the replica
-manager takes its roles, then the group coordinator loads ``__consumer_offsets``, and only
-then the listener opens. Shutdown runs the other way: stop accepting, let in-flight
-requests finish, stop the coordinator, flush and checkpoint the logs, close metadata.
+partitions exist), then the logs (recovered by the storage layer), then the listener binds
+(registration needs its real port), then the replica manager takes its roles and the group
+coordinator loads ``__consumer_offsets``. Nothing after the bind yields to the event loop,
+so no request is served before all of that is done. Shutdown runs the other way: stop
+accepting, let in-flight requests finish, stop the coordinator, flush and checkpoint the
+logs, close metadata.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sparklog.broker.config import BrokerConfig
-from sparklog.broker.dispatch import Dispatcher, load_handlers
+from sparklog.broker.dispatch import Dispatcher
+from sparklog.broker.group.config import CoordinatorConfig
+from sparklog.broker.group.coordinator import GroupCoordinator
+from sparklog.broker.group.store import GroupStore, ReplicatedRecordLog
+from sparklog.broker.producer_ids import ProducerIdManager
 from sparklog.broker.replica_manager import ReplicaManager
 from sparklog.broker.server import KafkaServer
 from sparklog.controller import Controller, validate_topic_name
-from sparklog.controller.controller import INTERNAL_TOPICS
 from sparklog.controller.metadata import TopicInfo
-from sparklog.protocol.errors import ErrorCode, KafkaError, UnknownTopicOrPartitionError
+from sparklog.protocol.errors import ErrorCode, KafkaError
+from sparklog.protocol.internal_topics import CONSUMER_OFFSETS, INTERNAL_TOPICS
+from sparklog.storage.log_config import LogConfig
+from sparklog.storage.log_manager import LogManager
+from sparklog.storage.partition_log import PartitionLog
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +38,6 @@ __all__ = ["Broker", "METADATA_DIR_NAME"]
 
 # Not "<topic>-<n>": the log manager must never take it for a partition directory.
 METADATA_DIR_NAME = "__sparklog_metadata"
-OFFSETS_TOPIC = "__consumer_offsets"
 
 
 class TopicDeletionDisabledError(KafkaError):
@@ -53,15 +60,16 @@ class Broker:
             default_partitions=int(config.get("num.partitions")),
             default_replication_factor=int(config.get("default.replication.factor")),
         )
-        self.log_manager: Any = None
-        self.replica_manager = ReplicaManager(self)
-        self.group_coordinator: Any = None
+        # the logs, their base config and the group coordinator exist while started
+        self.log_manager: LogManager | None = None
+        self._base_log_config: LogConfig | None = None
+        self.group_coordinator: GroupCoordinator | None = None
+        self.replica_manager = ReplicaManager(self.node_id, self)
+        self.producer_ids = ProducerIdManager(self.controller)
         self.dispatcher = Dispatcher(self)
         self.server: KafkaServer | None = None
         self.started = False
         self.stopping = False
-        self._base_log_config: Any = None
-        self.producer_ids: Any = None
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -70,7 +78,6 @@ class Broker:
         return self.server.port if self.server is not None else 0
 
     async def start(self) -> None:
-        load_handlers()
         for d in self.data_dirs:
             os.makedirs(d, exist_ok=True)
         self.controller.open()
@@ -106,7 +113,9 @@ class Broker:
             p.waiters.wake()
         if self.server is not None:
             await self.server.close()
-        await self._stop_group_coordinator()
+        if self.group_coordinator is not None:
+            self.group_coordinator.shutdown()
+            self.group_coordinator = None
         if self.log_manager is not None:
             try:
                 self.log_manager.shutdown()
@@ -121,9 +130,6 @@ class Broker:
     # -- storage ------------------------------------------------------------------------
 
     def _open_log_manager(self) -> None:
-        from sparklog.storage.log_config import LogConfig
-        from sparklog.storage.log_manager import LogManager
-
         self._base_log_config = LogConfig.from_broker_props(self._log_props())
         topic_configs = {name: self.log_config_for(name) for name in self.controller.topics()}
         cfg = self.config
@@ -150,25 +156,20 @@ class Broker:
             "message.max.bytes", "min.insync.replicas", "compression.type",
             "unclean.leader.election.enable", "producer.id.expiration.ms")}
 
-    def log_config_for(self, topic: str) -> Any:
+    def log_config_for(self, topic: str) -> LogConfig:
         info = self.controller.topic(topic)
         overrides = info.configs if info is not None else {}
         return self._base_log_config.with_overrides(overrides) if overrides else self._base_log_config
 
-    def open_log(self, topic: str, partition: int, topic_id: bytes) -> Any:
+    # the replica manager's ``Logs``
+
+    def open_log(self, topic: str, partition: int, topic_id: bytes) -> PartitionLog:
         return self.log_manager.get_or_create_log(topic, partition, self.log_config_for(topic),
                                                   topic_id=topic_id)
 
-    def close_log(self, plog: Any, topic: str, partition: int, *, delete: bool) -> None:
+    def close_log(self, topic: str, partition: int, *, delete: bool) -> None:
         if self.log_manager is not None and delete:
             self.log_manager.delete_log(topic, partition)
-
-    def min_insync_replicas(self, topic: str) -> int:
-        cfg = self.log_config_for(topic)
-        return int(getattr(cfg, "min_insync_replicas", 1))
-
-    def max_message_bytes(self, topic: str) -> int:
-        return int(self.log_config_for(topic).max_message_bytes)
 
     # -- metadata changes ---------------------------------------------------------------
 
@@ -179,6 +180,7 @@ class Broker:
                 p.isr, internal=info.internal)
 
     def _on_metadata(self, records: list[dict[str, Any]]) -> None:
+        deleted: list[str] = []
         for rec in records:
             kind = rec.get("type")
             if kind == "partition":
@@ -190,8 +192,12 @@ class Broker:
                     rec["leader_epoch"], rec["replicas"], rec["isr"], internal=info.internal)
             elif kind == "remove_topic":
                 self.replica_manager.remove_topic(rec["name"])
+                deleted.append(rec["name"])
             elif kind == "config":
-                self.replica_manager.update_log_config(rec["topic"], self.log_config_for(rec["topic"]))
+                self.log_manager.update_config(rec["topic"], self.log_config_for(rec["topic"]))
+        if deleted and self.group_coordinator is not None:
+            # a topic re-created under the same name must not inherit stale positions
+            self.group_coordinator.offsets.remove_topic_offsets(deleted)
 
     # -- topic operations (validation in the controller / LogConfig) --------------------
 
@@ -212,7 +218,7 @@ class Broker:
     def auto_create_topic(self, name: str) -> TopicInfo | None:
         """Metadata-triggered creation (``auto.create.topics.enable``); None when disabled."""
         validate_topic_name(name)
-        if name == OFFSETS_TOPIC:
+        if name == CONSUMER_OFFSETS:
             return self.ensure_offsets_topic()
         if not self.config.get("auto.create.topics.enable"):
             return None
@@ -234,10 +240,11 @@ class Broker:
         self._check_configs(configs)
         self.controller.set_topic_configs(name, configs)
 
-    # -- internal topics (group coordinator) --------------------------------------------
+    # -- the group coordinator and its topic ---------------------------------------------
 
     def ensure_offsets_topic(self) -> TopicInfo:
-        info = self.controller.topic(OFFSETS_TOPIC)
+        """``__consumer_offsets``, created on first use (its first write), as Kafka does."""
+        info = self.controller.topic(CONSUMER_OFFSETS)
         if info is not None:
             return info
         rf = min(int(self.config.get("offsets.topic.replication.factor")),
@@ -247,58 +254,16 @@ class Broker:
             "segment.bytes": str(self.config.get("offsets.topic.segment.bytes")),
             "compression.type": "producer",
         }
-        return self.create_topic(OFFSETS_TOPIC, int(self.config.get("offsets.topic.num.partitions")),
+        return self.create_topic(CONSUMER_OFFSETS, int(self.config.get("offsets.topic.num.partitions")),
                                  rf, configs, internal=True)
 
-    def internal_log(self, topic: str, partition: int) -> Any:
-        """The PartitionLog of an internal topic's partition, creating the topic on demand."""
-        if topic == OFFSETS_TOPIC:
-            self.ensure_offsets_topic()
-        elif self.controller.topic(topic) is None:
-            self.create_topic(topic, -1, -1, {"cleanup.policy": "compact"}, internal=True)
-        p = self.replica_manager.get(topic, partition)
-        if p is None:
-            raise UnknownTopicOrPartitionError(f"{topic}-{partition} does not exist")
-        return p.log
-
-    # -- group coordinator (owned by the GROUPS engineer; optional until it lands) -------
-
     def _start_group_coordinator(self) -> None:
-        try:
-            from sparklog.broker import group_coordinator as gc_mod
-        except ImportError:
-            return
-        try:
-            factory = getattr(gc_mod, "create_group_coordinator", None)
-            if factory is not None:
-                self.group_coordinator = factory(self)
-            else:
-                from sparklog.broker.group_offsets import GroupStore, PartitionLogRecordLog
-
-                cfg = gc_mod.CoordinatorConfig.from_broker_config(self.config)
-                num = int(self.ensure_offsets_topic().partitions.__len__())
-                records = PartitionLogRecordLog(lambda p: self.internal_log(OFFSETS_TOPIC, p))
-                self.group_coordinator = gc_mod.GroupCoordinator(cfg, GroupStore(records, num))
-            start = getattr(self.group_coordinator, "start", None) or getattr(
-                self.group_coordinator, "load", None)
-            if start is not None:
-                res = start()
-                if asyncio.iscoroutine(res):
-                    asyncio.get_running_loop().create_task(res)
-        except Exception:
-            log.exception("group coordinator failed to start; group APIs will fail")
-
-    async def _stop_group_coordinator(self) -> None:
-        gc = self.group_coordinator
-        if gc is None:
-            return
-        stop = getattr(gc, "shutdown", None) or getattr(gc, "stop", None)
-        if stop is not None:
-            try:
-                res = stop()
-                if asyncio.iscoroutine(res):
-                    await res
-            except Exception:
-                log.exception("group coordinator shutdown failed")
-        self.group_coordinator = None
-
+        """Every offsets partition is loaded here: a single broker coordinates every group."""
+        cfg = CoordinatorConfig.from_broker_config(self.config)
+        info = self.controller.topic(CONSUMER_OFFSETS)
+        # An existing topic keeps its partition count even if the config changed since.
+        partitions = len(info.partitions) if info is not None else cfg.offsets_topic_num_partitions
+        store = GroupStore(ReplicatedRecordLog(self.replica_manager, self.ensure_offsets_topic),
+                           partitions)
+        self.group_coordinator = GroupCoordinator(cfg, store)
+        self.group_coordinator.load_all_partitions()

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from sparklog.protocol.errors import InvalidConfigError
+from sparklog.protocol.internal_topics import CONSUMER_OFFSETS
 
 log = logging.getLogger(__name__)
 
@@ -96,9 +97,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ("fetch.max.bytes", "int", "57671680", "Upper bound on one fetch response."),
     ("min.insync.replicas", "int", "1", "Replicas that must ack an acks=all produce."),
     ("unclean.leader.election.enable", "boolean", "false", "Elect out-of-sync replicas."),
-    ("offsets.topic.num.partitions", "int", "50", "Partitions of __consumer_offsets."),
-    ("offsets.topic.replication.factor", "int", "3", "Replication of __consumer_offsets (capped by live brokers)."),
-    ("offsets.topic.segment.bytes", "int", "104857600", "Segment size of __consumer_offsets."),
+    ("offsets.topic.num.partitions", "int", "50", f"Partitions of {CONSUMER_OFFSETS}."),
+    ("offsets.topic.replication.factor", "int", "3", f"Replication of {CONSUMER_OFFSETS} (capped by live brokers)."),
+    ("offsets.topic.segment.bytes", "int", "104857600", f"Segment size of {CONSUMER_OFFSETS}."),
     ("offsets.retention.minutes", "int", "10080", "Committed offsets of empty groups expire after this."),
     ("offsets.retention.check.interval.ms", "long", "600000", "How often expired offsets are purged."),
     ("offsets.commit.timeout.ms", "int", "5000", "Wait for an offset commit to be durable."),

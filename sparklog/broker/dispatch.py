@@ -3,16 +3,19 @@
 Handlers register per API key with the version range they serve::
 
     @register(ApiKey.METADATA, 1, 5)
-    async def handle_metadata(ctx: RequestContext, request) -> Message | None: ...
+    async def handle_metadata(ctx: RequestContext, request: TopLevel) -> TopLevel | None: ...
 
 ApiVersions advertises exactly the registered ranges (librdkafka starts calling whatever
 is advertised, so advertising more than we serve breaks real clients).
 
 Bad input follows Kafka: a frame whose header cannot be parsed, an unknown API key or a
 version we do not serve (other than ApiVersions) is logged once and the connection closed;
-ApiVersions with a version above ours gets a v0-shaped UNSUPPORTED_VERSION reply carrying
-the full list so the client can retry (KIP-511). A body that does not decode is answered
-the same way Kafka does: the connection is dropped.
+ApiVersions with a version above ours, or a body that does not parse, gets a v0-shaped
+UNSUPPORTED_VERSION reply carrying the full list so the client can retry (KIP-511). Any
+other body that does not decode drops the connection, as in Kafka. A handler's
+``KafkaError`` becomes a response carrying its code at the top level where the response
+has one at that version; otherwise the connection is closed. Any other exception is the
+connection's to handle (it logs and closes).
 """
 
 from __future__ import annotations
@@ -22,14 +25,16 @@ import logging
 import struct
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sparklog.broker.server import CloseConnection, Connection
+from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.errors import ErrorCode, KafkaError, MalformedFrameError
-from sparklog.protocol.messages import API_BY_KEY
+from sparklog.protocol.messages import API_BY_KEY, ApiSpec
 from sparklog.protocol.primitives import Reader, Writer
+from sparklog.protocol.schema import Message, TopLevel
 
 if TYPE_CHECKING:
     from sparklog.broker.broker import Broker
@@ -37,7 +42,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "ApiKey",
     "RequestHeader",
     "RequestContext",
     "Handler",
@@ -48,33 +52,6 @@ __all__ = [
     "api_spec",
     "Dispatcher",
 ]
-
-
-class ApiKey:
-    PRODUCE = 0
-    FETCH = 1
-    LIST_OFFSETS = 2
-    METADATA = 3
-    OFFSET_COMMIT = 8
-    OFFSET_FETCH = 9
-    FIND_COORDINATOR = 10
-    JOIN_GROUP = 11
-    HEARTBEAT = 12
-    LEAVE_GROUP = 13
-    SYNC_GROUP = 14
-    DESCRIBE_GROUPS = 15
-    LIST_GROUPS = 16
-    API_VERSIONS = 18
-    CREATE_TOPICS = 19
-    DELETE_TOPICS = 20
-    DELETE_RECORDS = 21
-    INIT_PRODUCER_ID = 22
-    OFFSET_FOR_LEADER_EPOCH = 23
-    DESCRIBE_CONFIGS = 32
-    ALTER_CONFIGS = 33
-    CREATE_PARTITIONS = 37
-    DELETE_GROUPS = 42
-    DESCRIBE_CLUSTER = 60
 
 
 @dataclass(slots=True)
@@ -106,7 +83,7 @@ class RequestContext:
             log.log(level, msg, *args)
 
 
-Handler = Callable[[RequestContext, Any], Awaitable[Any]]
+Handler = Callable[[RequestContext, TopLevel], Awaitable[TopLevel | None]]
 
 
 @dataclass(slots=True)
@@ -119,12 +96,26 @@ class HandlerSpec:
 
 _HANDLERS: dict[int, HandlerSpec] = {}
 
+HANDLER_MODULES = (
+    "sparklog.broker.handlers.api_versions",
+    "sparklog.broker.handlers.metadata",
+    "sparklog.broker.handlers.produce",
+    "sparklog.broker.handlers.fetch",
+    "sparklog.broker.handlers.list_offsets",
+    "sparklog.broker.handlers.topics",
+    "sparklog.broker.handlers.configs",
+    "sparklog.broker.handlers.records",
+    "sparklog.broker.handlers.producer_id",
+    "sparklog.broker.handlers.cluster",
+    "sparklog.broker.handlers.groups",
+)
+
 
 def register(api_key: int, min_version: int, max_version: int) -> Callable[[Handler], Handler]:
     """Register ``handler`` for ``api_key`` versions ``min_version..max_version``."""
 
     def deco(handler: Handler) -> Handler:
-        spec = api_spec(api_key)
+        spec = API_BY_KEY.get(api_key)
         if spec is not None and not (
             spec.min_version <= min_version and max_version <= spec.max_version
         ):
@@ -142,49 +133,37 @@ def registered() -> dict[int, HandlerSpec]:
     return dict(_HANDLERS)
 
 
-def supported_versions() -> list[tuple[int, int, int]]:
-    """(api_key, min_version, max_version) of every registered handler, by key."""
-    return [(k, s.min_version, s.max_version) for k, s in sorted(_HANDLERS.items())]
+def supported_versions(handlers: Mapping[int, HandlerSpec] = _HANDLERS) -> list[tuple[int, int, int]]:
+    """(api_key, min_version, max_version) of every handler, by key."""
+    return [(k, s.min_version, s.max_version) for k, s in sorted(handlers.items())]
 
 
-def api_spec(api_key: int) -> Any:
-    """The protocol declaration (``ApiSpec``) for ``api_key``, or None if not declared."""
-    return API_BY_KEY.get(api_key)
+def api_spec(api_key: int) -> ApiSpec:
+    """The protocol declaration of ``api_key`` (every registered key has one)."""
+    return API_BY_KEY[api_key]
 
 
 def load_handlers() -> None:
-    """Import every handler module so its ``register`` calls run. Group handlers are
-    optional (they land separately)."""
-    for mod in (
-        "sparklog.broker.handlers.api_versions",
-        "sparklog.broker.handlers.metadata",
-        "sparklog.broker.handlers.produce",
-        "sparklog.broker.handlers.fetch",
-        "sparklog.broker.handlers.list_offsets",
-        "sparklog.broker.handlers.topics",
-        "sparklog.broker.handlers.configs",
-        "sparklog.broker.handlers.records",
-        "sparklog.broker.handlers.producer_id",
-        "sparklog.broker.handlers.cluster",
-    ):
+    """Import every handler module so its ``register`` calls run."""
+    for mod in HANDLER_MODULES:
         importlib.import_module(mod)
-    try:
-        importlib.import_module("sparklog.broker.handlers.groups")
-    except ImportError as exc:
-        if exc.name is None or not exc.name.startswith("sparklog.broker.handlers.groups"):
-            log.exception("group handlers failed to import")
-        else:
-            log.info("group handlers not available (%s)", exc)
 
 
 _HDR = struct.Struct(">hhi")
 
 
 class Dispatcher:
-    """Turns one request frame into response chunks for ``Connection``."""
+    """Turns one request frame into response chunks for ``Connection``.
 
-    def __init__(self, broker: Broker) -> None:
+    ``handlers`` defaults to every registered handler (``load_handlers``); a test may
+    serve its own table."""
+
+    def __init__(self, broker: Broker, handlers: Mapping[int, HandlerSpec] | None = None) -> None:
         self.broker = broker
+        if handlers is None:
+            load_handlers()
+            handlers = _HANDLERS
+        self.handlers = handlers
         # (api_key, api_version) -> requests served; cheap, and tells operators and tests
         # which versions real clients actually use
         self.usage: Counter[tuple[int, int]] = Counter()
@@ -196,8 +175,8 @@ class Dispatcher:
                                  conn.connection_id, conn.client_host, len(frame))
             raise CloseConnection()
         api_key, api_version, correlation_id = _HDR.unpack_from(frame, 0)
-        hspec = _HANDLERS.get(api_key)
-        spec = api_spec(api_key) if hspec is not None else None
+        hspec = self.handlers.get(api_key)
+        spec = API_BY_KEY.get(api_key) if hspec is not None else None
         if hspec is None or spec is None:
             conn.server.log_once(f"unknown-api-{api_key}", logging.WARNING,
                                  "closing connection %s from %s: unknown API key %d",
@@ -240,7 +219,7 @@ class Dispatcher:
         try:
             response = await hspec.handler(ctx, request)
         except KafkaError as exc:
-            response = _error_response(spec, exc.error_code, str(exc))
+            response = _error_response(spec, api_version, exc.error_code, str(exc))
             if response is None:
                 log.warning("%s v%d from %s failed: %s; closing the connection", spec.name,
                             api_version, conn.client_host, exc)
@@ -252,19 +231,20 @@ class Dispatcher:
     def _api_versions_unsupported(self, correlation_id: int) -> list[Any]:
         spec = api_spec(ApiKey.API_VERSIONS)
         resp = spec.response(error_code=int(ErrorCode.UNSUPPORTED_VERSION),
-                             api_keys=api_versions_list(spec))
+                             api_keys=api_versions_list(spec, self.handlers))
         return encode_response(spec, 0, correlation_id, resp)
 
 
-def api_versions_list(spec: Any) -> list[Any]:
-    cls = spec.response.ApiVersion if hasattr(spec.response, "ApiVersion") else None
-    if cls is None:  # name of the nested struct in the declaration
-        cls = next(v for k, v in vars(spec.response).items()
-                   if isinstance(v, type) and "api_key" in getattr(v, "_fields", ()))
-    return [cls(api_key=k, min_version=lo, max_version=hi) for k, lo, hi in supported_versions()]
+def api_versions_list(spec: ApiSpec, handlers: Mapping[int, HandlerSpec] = _HANDLERS
+                      ) -> list[Message]:
+    """ApiVersions' ``api_keys`` entries: what ``handlers`` serve."""
+    entry = spec.response.ApiVersion
+    return [entry(api_key=k, min_version=lo, max_version=hi)
+            for k, lo, hi in supported_versions(handlers)]
 
 
-def encode_response(spec: Any, version: int, correlation_id: int, response: Any) -> list[Any]:
+def encode_response(spec: ApiSpec, version: int, correlation_id: int,
+                    response: TopLevel) -> list[Any]:
     w = Writer()
     w.int32(correlation_id)
     if spec.response_header_version(version) >= 1:
@@ -273,10 +253,11 @@ def encode_response(spec: Any, version: int, correlation_id: int, response: Any)
     return w.chunks()
 
 
-def _error_response(spec: Any, code: ErrorCode, message: str) -> Any:
-    """A response carrying ``code`` at the top level, for APIs whose response has one."""
+def _error_response(spec: ApiSpec, version: int, code: ErrorCode, message: str
+                    ) -> TopLevel | None:
+    """A response carrying ``code`` at the top level, where this version's response has one."""
     cls = spec.response
-    if "error_code" not in cls._fields:
+    if not any(f.name == "error_code" and version in f.versions for f in cls._spec):
         return None
     resp = cls()
     resp.error_code = int(code)

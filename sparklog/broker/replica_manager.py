@@ -6,17 +6,17 @@ replication needs: a partition has a role and a leader epoch taken from the cont
 metadata; only a leader accepts produce and consumer fetches; followers (replica id >= 0
 in Fetch) are tracked by log end offset, and the HW is the smallest LEO over the ISR.
 Clients that send a leader epoch are checked against ours (FENCED_LEADER_EPOCH when theirs
-is older, UNKNOWN_LEADER_EPOCH when newer), exactly as Kafka does.
+is older, UNKNOWN_LEADER_EPOCH when newer), exactly as Kafka does. Internal topics refuse
+client produce; the broker's own coordinators write them with ``append_internal``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Protocol
 
 from sparklog.broker.delayed import Waiters
 from sparklog.protocol.errors import (
@@ -25,16 +25,17 @@ from sparklog.protocol.errors import (
     KafkaError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
+    RecordTooLargeError,
     UnknownLeaderEpochError,
     UnknownTopicOrPartitionError,
 )
-
-if TYPE_CHECKING:
-    from sparklog.broker.broker import Broker
+from sparklog.storage.partition_log import AppendInfo, PartitionLog
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Partition", "ReplicaManager", "AppendResult"]
+__all__ = ["AppendResult", "Logs", "Partition", "ReplicaManager"]
+
+Records = bytes | bytearray | memoryview
 
 LEADER = "leader"
 FOLLOWER = "follower"
@@ -49,16 +50,24 @@ class AppendResult:
     log_start_offset: int = -1
 
 
+class Logs(Protocol):
+    """Where hosted replicas' logs come from (the broker: it knows each topic's config)."""
+
+    def open_log(self, topic: str, partition: int, topic_id: bytes) -> PartitionLog: ...
+
+    def close_log(self, topic: str, partition: int, *, delete: bool) -> None: ...
+
+
 class Partition:
     """One hosted replica: its log, role, epoch, and who waits for it to grow."""
 
-    __slots__ = ("topic", "index", "topic_id", "log", "role", "leader_id", "leader_epoch",
+    __slots__ = ("topic", "partition", "topic_id", "log", "role", "leader_id", "leader_epoch",
                  "replicas", "isr", "follower_leo", "waiters", "internal")
 
-    def __init__(self, topic: str, index: int, topic_id: bytes, plog: Any, *,
+    def __init__(self, topic: str, partition: int, topic_id: bytes, plog: PartitionLog, *,
                  internal: bool = False) -> None:
         self.topic = topic
-        self.index = index
+        self.partition = partition
         self.topic_id = topic_id
         self.log = plog
         self.role = LEADER
@@ -71,7 +80,13 @@ class Partition:
         self.internal = internal
 
     def __repr__(self) -> str:
-        return f"Partition({self.topic}-{self.index}, {self.role}, epoch={self.leader_epoch})"
+        return f"Partition({self.topic}-{self.partition}, {self.role}, epoch={self.leader_epoch})"
+
+    @property
+    def index(self) -> int:
+        """The old name of ``partition``, still read by handlers/produce.py (owned by the
+        connection-lifecycle change): delete once that reads ``partition``."""
+        return self.partition
 
     @property
     def is_leader(self) -> bool:
@@ -82,11 +97,11 @@ class Partition:
             return
         if current_leader_epoch < self.leader_epoch:
             raise FencedLeaderEpochError(
-                f"{self.topic}-{self.index}: epoch {current_leader_epoch} is older than {self.leader_epoch}"
+                f"{self.topic}-{self.partition}: epoch {current_leader_epoch} is older than {self.leader_epoch}"
             )
         if current_leader_epoch > self.leader_epoch:
             raise UnknownLeaderEpochError(
-                f"{self.topic}-{self.index}: epoch {current_leader_epoch} is newer than {self.leader_epoch}"
+                f"{self.topic}-{self.partition}: epoch {current_leader_epoch} is newer than {self.leader_epoch}"
             )
 
     def maybe_advance_hw(self) -> None:
@@ -101,9 +116,11 @@ class Partition:
 
 
 class ReplicaManager:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.node_id = broker.node_id
+    """The partitions this broker hosts, keyed by (topic, partition)."""
+
+    def __init__(self, node_id: int, logs: Logs) -> None:
+        self.node_id = node_id
+        self._logs = logs
         self._partitions: dict[tuple[str, int], Partition] = {}
         self._by_topic: dict[str, dict[int, Partition]] = {}
 
@@ -134,20 +151,20 @@ class ReplicaManager:
 
     # -- metadata -----------------------------------------------------------------------
 
-    def apply_partition_state(self, topic: str, topic_id: bytes, index: int, leader: int,
+    def apply_partition_state(self, topic: str, topic_id: bytes, partition: int, leader: int,
                               leader_epoch: int, replicas: list[int], isr: list[int],
                               *, internal: bool = False) -> Partition | None:
         """Become leader or follower for a partition as the metadata says (creating its log)."""
         if self.node_id not in replicas:
-            self.remove(topic, index, delete=True)
+            self.remove(topic, partition, delete=True)
             return None
-        key = (topic, index)
+        key = (topic, partition)
         p = self._partitions.get(key)
         if p is None:
-            plog = self.broker.open_log(topic, index, topic_id)
-            p = Partition(topic, index, topic_id, plog, internal=internal)
+            plog = self._logs.open_log(topic, partition, topic_id)
+            p = Partition(topic, partition, topic_id, plog, internal=internal)
             self._partitions[key] = p
-            self._by_topic.setdefault(topic, {})[index] = p
+            self._by_topic.setdefault(topic, {})[partition] = p
         new_role = LEADER if leader == self.node_id else FOLLOWER
         epoch_changed = leader_epoch != p.leader_epoch or new_role != p.role
         p.role, p.leader_id, p.replicas, p.isr = new_role, leader, list(replicas), list(isr)
@@ -162,53 +179,64 @@ class ReplicaManager:
         p.waiters.wake()
         return p
 
-    def remove(self, topic: str, index: int, *, delete: bool) -> None:
-        p = self._partitions.pop((topic, index), None)
+    def remove(self, topic: str, partition: int, *, delete: bool) -> None:
+        p = self._partitions.pop((topic, partition), None)
         if p is None:
             return
         parts = self._by_topic.get(topic)
         if parts is not None:
-            parts.pop(index, None)
+            parts.pop(partition, None)
             if not parts:
                 del self._by_topic[topic]
         p.waiters.wake()
-        self.broker.close_log(p.log, topic, index, delete=delete)
+        self._logs.close_log(topic, partition, delete=delete)
 
     def remove_topic(self, topic: str) -> None:
-        for index in list(self._by_topic.get(topic, {})):
-            self.remove(topic, index, delete=True)
-
-    def update_log_config(self, topic: str, config: Any) -> None:
-        self.broker.log_manager.update_config(topic, config)
+        for partition in list(self._by_topic.get(topic, {})):
+            self.remove(topic, partition, delete=True)
 
     # -- produce ------------------------------------------------------------------------
 
-    def append(self, topic: str, index: int, records: Any, *, acks: int,
-               internal_ok: bool = False) -> AppendResult:
-        """Append one produce entry as leader; errors are returned, never raised."""
+    def append(self, topic: str, partition: int, records: Records, *, acks: int) -> AppendResult:
+        """Append one client produce entry as leader; errors are returned, never raised."""
         try:
-            p = self._partitions.get((topic, index))
+            p = self._partitions.get((topic, partition))
             if p is None:
-                raise UnknownTopicOrPartitionError(f"{topic}-{index} does not exist")
-            if p.internal and not internal_ok:
+                raise UnknownTopicOrPartitionError(f"{topic}-{partition} does not exist")
+            if p.internal:
                 raise InvalidTopicError(f"cannot append to internal topic {topic}")
             if not p.is_leader:
-                raise NotLeaderOrFollowerError(f"{topic}-{index}: this broker is not the leader")
+                raise NotLeaderOrFollowerError(f"{topic}-{partition}: this broker is not the leader")
             if acks == -1:
                 # the log's config tracks the topic's overrides (AlterConfigs updates it)
                 min_isr = p.log.config.min_insync_replicas
                 if len(p.isr) < min_isr:
                     raise NotEnoughReplicasError(
-                        f"{topic}-{index}: ISR size {len(p.isr)} < min.insync.replicas {min_isr}"
+                        f"{topic}-{partition}: ISR size {len(p.isr)} < min.insync.replicas {min_isr}"
                     )
             info = p.log.append_as_leader(records, p.leader_epoch)
             p.maybe_advance_hw()
             p.waiters.wake()
-            return AppendResult(None, info.first_offset, info.last_offset,
-                                getattr(info, "log_append_time", -1),
+            return AppendResult(None, info.first_offset, info.last_offset, info.log_append_time,
                                 p.log.log_start_offset)
         except KafkaError as exc:
             return AppendResult(exc)
+
+    def append_internal(self, topic: str, partition: int, batch: Records) -> AppendInfo:
+        """Append a batch this broker built (a coordinator's records) as leader; raises.
+
+        No client checks: the writer sets keys and timestamps itself, so the log does not
+        decode the batch again. Only ``max.message.bytes`` still applies, as it does in
+        Kafka."""
+        p = self.leader_partition(topic, partition)
+        limit = p.log.config.max_message_bytes
+        if len(batch) > limit:
+            raise RecordTooLargeError(
+                f"{topic}-{partition}: batch of {len(batch)} bytes exceeds max.message.bytes {limit}")
+        info = p.log.append_as_leader(batch, p.leader_epoch, origin="coordinator")
+        p.maybe_advance_hw()
+        p.waiters.wake()
+        return info
 
     async def wait_replicated(self, entries: Iterable[tuple[Partition, int]], timeout_ms: int) -> bool:
         """acks=all: wait until every partition's HW passed its last appended offset."""
@@ -230,6 +258,3 @@ class ReplicaManager:
             p.follower_leo[replica_id] = fetch_offset
             p.maybe_advance_hw()
             p.waiters.wake()
-
-    def now_ms(self) -> int:
-        return int(time.time() * 1000)

@@ -37,11 +37,10 @@ from sparklog.storage.checkpoints import topic_id_to_str
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Controller", "validate_topic_name", "MAX_TOPIC_NAME_LENGTH", "INTERNAL_TOPICS"]
+__all__ = ["Controller", "validate_topic_name", "MAX_TOPIC_NAME_LENGTH"]
 
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 # Kafka has no hard cap, but one request must not be able to make the controller build
 # billions of partition records (a flipped bit in num_partitions would): far above any
 # real topic, far below what would exhaust memory.

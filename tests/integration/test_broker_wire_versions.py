@@ -258,7 +258,8 @@ def test_describe_cluster(cluster, wire, version):
 
 
 def test_consumer_offsets_is_internal(cluster, wire):
-    plog = cluster.call(cluster.broker.internal_log, "__consumer_offsets", 3)
+    cluster.call(cluster.broker.ensure_offsets_topic)
+    plog = cluster.broker.replica_manager.get("__consumer_offsets", 3).log
     assert plog.config.compact  # compacted, as Kafka's
     cls = API_BY_KEY[3].request
     resp = wire.call(3, 5, cls(topics=None))

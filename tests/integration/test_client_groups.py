@@ -12,9 +12,9 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import Consumer as CKConsumer
 
-from sparklog.broker.dispatch import ApiKey
 from sparklog.client import AdminClient, Consumer, NewTopic, Producer, TopicPartition
 from sparklog.client.assignors import Subscription, encode_subscription
+from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.errors import ErrorCode
 from sparklog.protocol.messages import groups as grp
 from tests.helpers.kafka_clients import committed_offsets

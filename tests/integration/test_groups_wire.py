@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from sparklog.broker.dispatch import ApiKey
 from sparklog.cluster.embedded import EmbeddedCluster
+from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.errors import ErrorCode as E
 from sparklog.protocol.messages import groups as g
 from sparklog.protocol.messages import offsets as o

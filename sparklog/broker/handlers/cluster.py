@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from sparklog.broker.dispatch import ApiKey, RequestContext, api_spec, register
+from sparklog.broker.dispatch import RequestContext, api_spec, register
+from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.errors import ErrorCode
+from sparklog.protocol.schema import TopLevel
 
 
 @register(ApiKey.DESCRIBE_CLUSTER, 0, 1)
-async def handle_describe_cluster(ctx: RequestContext, request: Any) -> Any:
+async def handle_describe_cluster(ctx: RequestContext, request: TopLevel) -> TopLevel:
     spec = api_spec(ApiKey.DESCRIBE_CLUSTER)
     resp = spec.response
-    endpoint_type = getattr(request, "endpoint_type", 1)
+    endpoint_type = request.endpoint_type
     if endpoint_type != 1:  # 1 = brokers; 2 = controllers (KIP-919), not served here
         return resp(error_code=int(ErrorCode.UNSUPPORTED_ENDPOINT_TYPE),
                     error_message="only broker endpoints are served", endpoint_type=endpoint_type,

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from sparklog.broker.config import BROKER_CONFIGS, TOPIC_CONFIGS, validate_topic_configs
-from sparklog.broker.dispatch import ApiKey, RequestContext, api_spec, register
+from sparklog.broker.dispatch import RequestContext, api_spec, register
+from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.errors import ErrorCode, KafkaError
+from sparklog.protocol.schema import Message, TopLevel
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
@@ -22,7 +22,7 @@ _CONFIG_TYPE = {"boolean": 1, "string": 2, "int": 3, "long": 5, "double": 6, "li
 
 
 def _describe_topic(ctx: RequestContext, name: str, keys: list[str] | None, synonyms: bool,
-                    entry_cls: Any, syn_cls: Any) -> list[Any]:
+                    entry_cls: type[Message], syn_cls: type[Message]) -> list[Message]:
     broker = ctx.broker
     info = broker.controller.topic(name)
     if info is None:
@@ -52,7 +52,7 @@ def _describe_topic(ctx: RequestContext, name: str, keys: list[str] | None, syno
 
 
 def _describe_broker(ctx: RequestContext, keys: list[str] | None, synonyms: bool,
-                     entry_cls: Any, syn_cls: Any) -> list[Any]:
+                     entry_cls: type[Message], syn_cls: type[Message]) -> list[Message]:
     cfg = ctx.broker.config
     out = []
     for key in sorted(BROKER_CONFIGS):
@@ -75,7 +75,7 @@ class _Unknown(Exception):
 
 
 @register(ApiKey.DESCRIBE_CONFIGS, 1, 4)
-async def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
+async def handle_describe_configs(ctx: RequestContext, request: TopLevel) -> TopLevel:
     resp_cls = api_spec(ApiKey.DESCRIBE_CONFIGS).response
     Result, Entry, Syn = (resp_cls.DescribeConfigsResult, resp_cls.DescribeConfigsResourceResult,
                           resp_cls.DescribeConfigsSynonym)
@@ -111,7 +111,7 @@ async def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
 
 
 @register(ApiKey.ALTER_CONFIGS, 0, 2)
-async def handle_alter_configs(ctx: RequestContext, request: Any) -> Any:
+async def handle_alter_configs(ctx: RequestContext, request: TopLevel) -> TopLevel:
     resp_cls = api_spec(ApiKey.ALTER_CONFIGS).response
     Result = resp_cls.AlterConfigsResourceResponse
     broker = ctx.broker

@@ -1,43 +1,23 @@
 """Group APIs: FindCoordinator, Join/Sync/Heartbeat/LeaveGroup, OffsetCommit/Fetch, admin.
 
 Thin translations between wire messages and ``GroupCoordinator`` calls; all semantics
-live in the coordinator.  Version ranges are the ones measured to work with
-confluent-kafka, kafka-python, aiokafka and kcat (research/kafka-protocol-clients.md).
+live in the coordinator (``sparklog.broker.group``). While the broker has no coordinator
+(not started, or stopping) every request is answered COORDINATOR_NOT_AVAILABLE. Version
+ranges are the ones measured to work with confluent-kafka, kafka-python, aiokafka and kcat
+(research/kafka-protocol-clients.md).
 """
 
 from __future__ import annotations
 
-import logging
-from typing import Any
-
-from sparklog.broker.dispatch import ApiKey, RequestContext, api_spec, register
-from sparklog.broker.group_coordinator import GroupCoordinator, create_group_coordinator
-from sparklog.broker.group_offsets import NO_LEADER_EPOCH, OffsetAndMetadata
+from sparklog.broker.dispatch import RequestContext, api_spec, register
+from sparklog.broker.group.records import NO_LEADER_EPOCH, OffsetAndMetadata
+from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.errors import ErrorCode
-
-log = logging.getLogger(__name__)
+from sparklog.protocol.schema import Message, TopLevel
 
 INT32_MIN = -(1 << 31)
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
-
-
-def coordinator(ctx: RequestContext) -> GroupCoordinator | None:
-    """The broker's coordinator, created and loaded on first use if the broker has none."""
-    broker = ctx.broker
-    gc = getattr(broker, "group_coordinator", None)
-    if gc is None:
-        try:
-            gc = broker.group_coordinator = create_group_coordinator(broker)
-        except Exception:  # noqa: BLE001 - answered as COORDINATOR_NOT_AVAILABLE
-            log.exception("cannot create the group coordinator")
-            return None
-    try:
-        gc.ensure_loaded()
-    except Exception:  # noqa: BLE001
-        log.exception("loading __consumer_offsets failed")
-        return None
-    return gc
 
 
 def _host(ctx: RequestContext) -> str:
@@ -45,7 +25,7 @@ def _host(ctx: RequestContext) -> str:
     return host if host.startswith("/") else "/" + host
 
 
-def _resp(api_key: int) -> Any:
+def _resp(api_key: int) -> type[TopLevel]:
     return api_spec(api_key).response
 
 
@@ -54,17 +34,19 @@ def _resp(api_key: int) -> Any:
 
 # v3 is flexible; v4 (batched keys) is not served.
 @register(ApiKey.FIND_COORDINATOR, 0, 3)
-async def handle_find_coordinator(ctx: RequestContext, request: Any) -> Any:
+async def handle_find_coordinator(ctx: RequestContext, request: TopLevel) -> TopLevel:
     cls = _resp(ApiKey.FIND_COORDINATOR)
-    key_type = getattr(request, "key_type", KEY_TYPE_GROUP)
+    key_type = request.key_type
     if key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
         return cls(error_code=int(ErrorCode.INVALID_REQUEST),
                    error_message=f"unknown coordinator key type {key_type}",
                    node_id=-1, host="", port=-1)
-    if key_type == KEY_TYPE_GROUP and coordinator(ctx) is None:
+    broker = ctx.broker
+    gc = broker.group_coordinator
+    if key_type == KEY_TYPE_GROUP and (gc is None or not gc.serves(request.key)):
+        # single node: nobody else could coordinate the group either
         return cls(error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE), error_message=None,
                    node_id=-1, host="", port=-1)
-    broker = ctx.broker
     # Single node: this broker coordinates every group (and, later, every transaction).
     node_id, host, port = broker.node_id, None, None
     for b in broker.controller.live_broker_list():
@@ -81,9 +63,9 @@ async def handle_find_coordinator(ctx: RequestContext, request: Any) -> Any:
 
 # v4+ two-step join (MEMBER_ID_REQUIRED), v5 group.instance.id, v6 flexible, v7 protocol type.
 @register(ApiKey.JOIN_GROUP, 0, 7)
-async def handle_join_group(ctx: RequestContext, request: Any) -> Any:
+async def handle_join_group(ctx: RequestContext, request: TopLevel) -> TopLevel:
     cls = _resp(ApiKey.JOIN_GROUP)
-    gc = coordinator(ctx)
+    gc = ctx.broker.group_coordinator
     if gc is None:
         return cls(error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE), generation_id=-1,
                    protocol_name="", leader="", member_id=request.member_id)
@@ -110,9 +92,9 @@ async def handle_join_group(ctx: RequestContext, request: Any) -> Any:
 
 # v3 group.instance.id, v4 flexible, v5 protocol type/name checked and echoed.
 @register(ApiKey.SYNC_GROUP, 0, 5)
-async def handle_sync_group(ctx: RequestContext, request: Any) -> Any:
+async def handle_sync_group(ctx: RequestContext, request: TopLevel) -> TopLevel:
     cls = _resp(ApiKey.SYNC_GROUP)
-    gc = coordinator(ctx)
+    gc = ctx.broker.group_coordinator
     if gc is None:
         return cls(error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE), assignment=b"")
     res = await gc.sync_group(
@@ -126,9 +108,9 @@ async def handle_sync_group(ctx: RequestContext, request: Any) -> Any:
 
 
 @register(ApiKey.HEARTBEAT, 0, 4)
-async def handle_heartbeat(ctx: RequestContext, request: Any) -> Any:
+async def handle_heartbeat(ctx: RequestContext, request: TopLevel) -> TopLevel:
     cls = _resp(ApiKey.HEARTBEAT)
-    gc = coordinator(ctx)
+    gc = ctx.broker.group_coordinator
     if gc is None:
         return cls(error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE))
     err = gc.heartbeat(request.group_id, request.generation_id, request.member_id,
@@ -138,9 +120,9 @@ async def handle_heartbeat(ctx: RequestContext, request: Any) -> Any:
 
 # v3+ leaves several members at once, by member id or group.instance.id (KIP-345).
 @register(ApiKey.LEAVE_GROUP, 0, 4)
-async def handle_leave_group(ctx: RequestContext, request: Any) -> Any:
+async def handle_leave_group(ctx: RequestContext, request: TopLevel) -> TopLevel:
     cls = _resp(ApiKey.LEAVE_GROUP)
-    gc = coordinator(ctx)
+    gc = ctx.broker.group_coordinator
     if gc is None:
         return cls(error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE))
     if ctx.api_version < 3:
@@ -167,10 +149,10 @@ def _partition_exists(ctx: RequestContext, topic: str, partition: int) -> bool:
 
 # v5 drops retention, v6 leader epoch, v7 group.instance.id fencing, v8 flexible.
 @register(ApiKey.OFFSET_COMMIT, 2, 8)
-async def handle_offset_commit(ctx: RequestContext, request: Any) -> Any:
+async def handle_offset_commit(ctx: RequestContext, request: TopLevel) -> TopLevel:
     cls = _resp(ApiKey.OFFSET_COMMIT)
     RT, RP = cls.OffsetCommitResponseTopic, cls.OffsetCommitResponsePartition
-    gc = coordinator(ctx)
+    gc = ctx.broker.group_coordinator
     results: dict[tuple[str, int], ErrorCode] = {}
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
     order: list[tuple[str, int]] = []
@@ -183,15 +165,14 @@ async def handle_offset_commit(ctx: RequestContext, request: Any) -> Any:
             elif not _partition_exists(ctx, t.name, p.partition_index):
                 results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
-                offsets[tp] = OffsetAndMetadata(
-                    p.committed_offset, getattr(p, "committed_leader_epoch", NO_LEADER_EPOCH),
-                    p.committed_metadata or "")
+                offsets[tp] = OffsetAndMetadata(p.committed_offset, p.committed_leader_epoch,
+                                                p.committed_metadata or "")
     if gc is not None and offsets:
         retention = request.retention_time_ms if 2 <= ctx.api_version <= 4 else -1
         results.update(gc.commit_offsets(
             request.group_id, request.generation_id_or_member_epoch, request.member_id or "",
             request.group_instance_id, offsets, retention))
-    topics: dict[str, list[Any]] = {}
+    topics: dict[str, list[Message]] = {}
     for tp in order:
         topics.setdefault(tp[0], []).append(RP(partition_index=tp[1], error_code=int(results[tp])))
     return cls(throttle_time_ms=0, topics=[RT(name=n, partitions=ps) for n, ps in topics.items()])
@@ -199,10 +180,10 @@ async def handle_offset_commit(ctx: RequestContext, request: Any) -> Any:
 
 # v5 leader epoch, v6 flexible, v7 require_stable (no pending transactional offsets yet).
 @register(ApiKey.OFFSET_FETCH, 1, 7)
-async def handle_offset_fetch(ctx: RequestContext, request: Any) -> Any:
+async def handle_offset_fetch(ctx: RequestContext, request: TopLevel) -> TopLevel:
     cls = _resp(ApiKey.OFFSET_FETCH)
     RT, RP = cls.OffsetFetchResponseTopic, cls.OffsetFetchResponsePartition
-    gc = coordinator(ctx)
+    gc = ctx.broker.group_coordinator
     wanted = None if request.topics is None else [
         (t.name, p) for t in request.topics for p in t.partition_indexes]
     if gc is None:
@@ -211,7 +192,7 @@ async def handle_offset_fetch(ctx: RequestContext, request: Any) -> Any:
     else:
         err, found = gc.fetch_offsets(request.group_id, wanted)
     part_err = err if ctx.api_version < 2 else ErrorCode.NONE
-    topics: dict[str, list[Any]] = {}
+    topics: dict[str, list[Message]] = {}
     for (topic, partition), om in found.items():
         topics.setdefault(topic, []).append(RP(
             partition_index=partition,
@@ -229,12 +210,12 @@ async def handle_offset_fetch(ctx: RequestContext, request: Any) -> Any:
 # v3+ is flexible, v4 adds the state (filter): confluent-kafka and kafka-python admins
 # report group states only from v4 on.
 @register(ApiKey.LIST_GROUPS, 0, 4)
-async def handle_list_groups(ctx: RequestContext, request: Any) -> Any:
+async def handle_list_groups(ctx: RequestContext, request: TopLevel) -> TopLevel:
     cls = _resp(ApiKey.LIST_GROUPS)
-    gc = coordinator(ctx)
+    gc = ctx.broker.group_coordinator
     if gc is None:
         return cls(error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE), groups=[])
-    states = getattr(request, "states_filter", None) or None
+    states = request.states_filter or None
     Listed = cls.ListedGroup
     return cls(throttle_time_ms=0, error_code=int(ErrorCode.NONE), groups=[
         Listed(group_id=g, protocol_type=pt, group_state=st)
@@ -243,10 +224,10 @@ async def handle_list_groups(ctx: RequestContext, request: Any) -> Any:
 
 # v4 adds members' group.instance.id (static membership), v5 is flexible.
 @register(ApiKey.DESCRIBE_GROUPS, 0, 5)
-async def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
+async def handle_describe_groups(ctx: RequestContext, request: TopLevel) -> TopLevel:
     cls = _resp(ApiKey.DESCRIBE_GROUPS)
     DG, DM = cls.DescribedGroup, cls.DescribedGroupMember
-    gc = coordinator(ctx)
+    gc = ctx.broker.group_coordinator
     out = []
     for gid in request.groups:
         if gc is None:
@@ -269,10 +250,10 @@ async def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
 
 
 @register(ApiKey.DELETE_GROUPS, 0, 2)
-async def handle_delete_groups(ctx: RequestContext, request: Any) -> Any:
+async def handle_delete_groups(ctx: RequestContext, request: TopLevel) -> TopLevel:
     cls = _resp(ApiKey.DELETE_GROUPS)
     R = cls.DeletableGroupResult
-    gc = coordinator(ctx)
+    gc = ctx.broker.group_coordinator
     if gc is None:
         results = {g: ErrorCode.COORDINATOR_NOT_AVAILABLE for g in request.groups_names}
     else:

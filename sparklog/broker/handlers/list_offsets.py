@@ -7,10 +7,11 @@ unknown special values get a per-partition error; the connection is never droppe
 
 from __future__ import annotations
 
-from typing import Any
-
-from sparklog.broker.dispatch import ApiKey, RequestContext, api_spec, register
-from sparklog.protocol.errors import ErrorCode, KafkaError
+from sparklog.broker.dispatch import RequestContext, api_spec, register
+from sparklog.protocol.api_keys import ApiKey
+from sparklog.protocol.errors import InvalidRequestError, KafkaError
+from sparklog.protocol.schema import TopLevel
+from sparklog.storage.partition_log import PartitionLog
 
 LATEST = -1
 EARLIEST = -2
@@ -20,11 +21,15 @@ LATEST_TIERED = -5
 READ_COMMITTED = 1
 
 
-def lookup_offset(plog: Any, timestamp: int, isolation_level: int, follower: bool = False) -> tuple[int, int, int]:
+def lookup_offset(plog: PartitionLog, timestamp: int, isolation_level: int,
+                  follower: bool = False) -> tuple[int, int, int]:
     """(timestamp, offset, leader_epoch) for one ListOffsets partition entry."""
-    hw = plog.high_watermark
-    lso = getattr(plog, "last_stable_offset", hw)
-    limit = plog.log_end_offset if follower else (lso if isolation_level == READ_COMMITTED else hw)
+    if follower:
+        limit = plog.log_end_offset
+    elif isolation_level == READ_COMMITTED:
+        limit = plog.last_stable_offset
+    else:
+        limit = plog.high_watermark
     if timestamp == LATEST:
         return -1, limit, plog.latest_epoch
     if timestamp in (EARLIEST, EARLIEST_LOCAL, LATEST_TIERED, MAX_TIMESTAMP) or timestamp >= 0:
@@ -33,20 +38,16 @@ def lookup_offset(plog: Any, timestamp: int, isolation_level: int, follower: boo
                              and found.offset >= limit):
             return -1, -1, -1
         return found.timestamp, found.offset, found.leader_epoch
-    raise _Unsupported(timestamp)
-
-
-class _Unsupported(Exception):
-    pass
+    raise InvalidRequestError(f"unknown special timestamp {timestamp}")
 
 
 @register(ApiKey.LIST_OFFSETS, 1, 7)
-async def handle_list_offsets(ctx: RequestContext, request: Any) -> Any:
+async def handle_list_offsets(ctx: RequestContext, request: TopLevel) -> TopLevel:
     resp_cls = api_spec(ApiKey.LIST_OFFSETS).response
     TopicResp, PartResp = resp_cls.ListOffsetsTopicResponse, resp_cls.ListOffsetsPartitionResponse
     rm = ctx.broker.replica_manager
     follower = request.replica_id >= 0
-    isolation = getattr(request, "isolation_level", 0)
+    isolation = request.isolation_level
     topics = []
     for t in request.topics:
         parts = []
@@ -56,9 +57,6 @@ async def handle_list_offsets(ctx: RequestContext, request: Any) -> Any:
                 ts, off, epoch = lookup_offset(p.log, r.timestamp, isolation, follower)
                 parts.append(PartResp(partition_index=r.partition_index, error_code=0,
                                       timestamp=ts, offset=off, leader_epoch=epoch))
-            except _Unsupported:
-                parts.append(PartResp(partition_index=r.partition_index,
-                                      error_code=int(ErrorCode.INVALID_REQUEST)))
             except KafkaError as exc:
                 parts.append(PartResp(partition_index=r.partition_index,
                                       error_code=int(exc.error_code)))

@@ -2,43 +2,43 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from sparklog.broker.dispatch import ApiKey, RequestContext, api_spec, register
+from sparklog.broker.dispatch import RequestContext, api_spec, register
+from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.errors import ErrorCode, KafkaError
+from sparklog.protocol.schema import Message, TopLevel
 
 _ZERO_UUID = bytes(16)
 
 
 @register(ApiKey.METADATA, 1, 12)
-async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
+async def handle_metadata(ctx: RequestContext, request: TopLevel) -> TopLevel:
     broker = ctx.broker
     resp_cls = api_spec(ApiKey.METADATA).response
-    Topic, Partition, Broker = (resp_cls.MetadataResponseTopic, resp_cls.MetadataResponsePartition,
-                                resp_cls.MetadataResponseBroker)
+    TopicResp, PartResp, BrokerResp = (resp_cls.MetadataResponseTopic,
+                                       resp_cls.MetadataResponsePartition,
+                                       resp_cls.MetadataResponseBroker)
     ctrl = broker.controller
     # v1-v3 have no allow_auto_topic_creation field: Kafka auto-creates for them
     allow_auto = ctx.api_version < 4 or bool(request.allow_auto_topic_creation)
 
-    def describe(name: str | None, topic_id: bytes = _ZERO_UUID) -> Any:
+    def describe(name: str | None, topic_id: bytes = _ZERO_UUID) -> Message:
         info = ctrl.topic(name) if name is not None else ctrl.topic_by_id(topic_id)
         if info is None and name is not None:
-            if not allow_auto:
-                return Topic(error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), name=name,
-                             topic_id=_ZERO_UUID)
-            try:
-                info = broker.auto_create_topic(name)
-            except KafkaError as exc:
-                return Topic(error_code=int(exc.error_code), name=name, topic_id=_ZERO_UUID)
+            if allow_auto:
+                try:
+                    info = broker.auto_create_topic(name)
+                except KafkaError as exc:
+                    return TopicResp(error_code=int(exc.error_code), name=name,
+                                     topic_id=_ZERO_UUID)
             if info is None:
-                return Topic(error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), name=name,
-                             topic_id=_ZERO_UUID)
+                return TopicResp(error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), name=name,
+                                 topic_id=_ZERO_UUID)
         if info is None:
-            return Topic(error_code=int(ErrorCode.UNKNOWN_TOPIC_ID), name=None, topic_id=topic_id)
+            return TopicResp(error_code=int(ErrorCode.UNKNOWN_TOPIC_ID), name=None, topic_id=topic_id)
         parts = []
         for p in sorted(info.partitions.values(), key=lambda x: x.partition):
             live = p.leader in ctrl.live_brokers
-            parts.append(Partition(
+            parts.append(PartResp(
                 error_code=int(ErrorCode.NONE if live else ErrorCode.LEADER_NOT_AVAILABLE),
                 partition_index=p.partition,
                 leader_id=p.leader if live else -1,
@@ -47,14 +47,14 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Any:
                 isr_nodes=list(p.isr),
                 offline_replicas=[r for r in p.replicas if r not in ctrl.live_brokers],
             ))
-        return Topic(error_code=int(ErrorCode.NONE), name=info.name, topic_id=info.topic_id,
-                     is_internal=info.internal, partitions=parts)
+        return TopicResp(error_code=int(ErrorCode.NONE), name=info.name, topic_id=info.topic_id,
+                         is_internal=info.internal, partitions=parts)
 
     if request.topics is None:
         topics = [describe(name) for name in sorted(ctrl.topics())]
     else:
-        topics = [describe(t.name, getattr(t, "topic_id", _ZERO_UUID)) for t in request.topics]
-    brokers = [Broker(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
+        topics = [describe(t.name, t.topic_id) for t in request.topics]
+    brokers = [BrokerResp(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
                for b in ctrl.live_broker_list()]
     return resp_cls(throttle_time_ms=0, brokers=brokers, cluster_id=ctrl.cluster_id,
                     controller_id=broker.controller_node_id, topics=topics)

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from sparklog.broker.dispatch import ApiKey, RequestContext, api_spec, register
-from sparklog.protocol.errors import ErrorCode, KafkaError, OffsetOutOfRangeError
+from sparklog.broker.dispatch import RequestContext, api_spec, register
+from sparklog.protocol.api_keys import ApiKey
+from sparklog.protocol.errors import InvalidTopicError, KafkaError, OffsetOutOfRangeError
+from sparklog.protocol.schema import TopLevel
 
 
 @register(ApiKey.DELETE_RECORDS, 0, 2)
-async def handle_delete_records(ctx: RequestContext, request: Any) -> Any:
+async def handle_delete_records(ctx: RequestContext, request: TopLevel) -> TopLevel:
     resp_cls = api_spec(ApiKey.DELETE_RECORDS).response
     TopicResult, PartResult = resp_cls.DeleteRecordsTopicResult, resp_cls.DeleteRecordsPartitionResult
     rm = ctx.broker.replica_manager
@@ -20,7 +20,7 @@ async def handle_delete_records(ctx: RequestContext, request: Any) -> Any:
             try:
                 p = rm.leader_partition(t.name, r.partition_index)
                 if p.internal:
-                    raise _InvalidTopic()
+                    raise InvalidTopicError(f"records of internal topic {t.name} cannot be deleted")
                 hw = p.log.high_watermark
                 offset = hw if r.offset == -1 else r.offset
                 if offset < 0 or offset > hw:
@@ -30,9 +30,6 @@ async def handle_delete_records(ctx: RequestContext, request: Any) -> Any:
                 low = p.log.delete_records(offset)
                 parts.append(PartResult(partition_index=r.partition_index, low_watermark=low,
                                         error_code=0))
-            except _InvalidTopic:
-                parts.append(PartResult(partition_index=r.partition_index, low_watermark=-1,
-                                        error_code=int(ErrorCode.INVALID_TOPIC_EXCEPTION)))
             except KafkaError as exc:
                 parts.append(PartResult(partition_index=r.partition_index, low_watermark=-1,
                                         error_code=int(exc.error_code)))
@@ -40,16 +37,12 @@ async def handle_delete_records(ctx: RequestContext, request: Any) -> Any:
     return resp_cls(throttle_time_ms=0, topics=topics)
 
 
-class _InvalidTopic(Exception):
-    pass
-
-
 @register(ApiKey.OFFSET_FOR_LEADER_EPOCH, 0, 4)
-async def handle_offset_for_leader_epoch(ctx: RequestContext, request: Any) -> Any:
+async def handle_offset_for_leader_epoch(ctx: RequestContext, request: TopLevel) -> TopLevel:
     resp_cls = api_spec(ApiKey.OFFSET_FOR_LEADER_EPOCH).response
     TopicResult, PartResult = resp_cls.OffsetForLeaderTopicResult, resp_cls.EpochEndOffset
     rm = ctx.broker.replica_manager
-    follower = getattr(request, "replica_id", -2) >= 0
+    follower = request.replica_id >= 0
     topics = []
     for t in request.topics:
         parts = []

@@ -9,13 +9,11 @@ from collections.abc import Callable
 
 import pytest
 
-from sparklog.broker.group_coordinator import (
-    CoordinatorConfig,
-    GroupCoordinator,
-    GroupState,
-    JoinResult,
-)
-from sparklog.broker.group_offsets import GroupStore, MemoryRecordLog, OffsetAndMetadata
+from sparklog.broker.group.config import CoordinatorConfig
+from sparklog.broker.group.coordinator import GroupCoordinator
+from sparklog.broker.group.model import GroupState, JoinResult
+from sparklog.broker.group.records import OffsetAndMetadata, partition_for_group
+from sparklog.broker.group.store import GroupStore, MemoryRecordLog
 from sparklog.protocol.errors import ErrorCode
 
 E = ErrorCode
@@ -70,10 +68,13 @@ REBALANCE = 30_000
 
 def make(delay_ms: int = 0, store: GroupStore | None = None,
          clock: FakeClock | None = None) -> tuple[GroupCoordinator, FakeClock]:
+    """A coordinator that has loaded every partition of ``store``, as a started broker's."""
     clock = clock or FakeClock()
     cfg = CoordinatorConfig(group_initial_rebalance_delay_ms=delay_ms,
                             offsets_topic_num_partitions=5)
-    return GroupCoordinator(cfg, store, clock), clock
+    gc = GroupCoordinator(cfg, store or GroupStore(MemoryRecordLog(), 5), clock)
+    gc.load_all_partitions()
+    return gc, clock
 
 
 def join(gc: GroupCoordinator, member_id: str = "", *, group: str = "g",
@@ -436,7 +437,6 @@ def test_state_survives_reload_from_the_log() -> None:
         gc.commit_offsets("solo", -1, "", None, {("u", 3): OffsetAndMetadata(99, metadata="x")})
         # Restart: a new coordinator over the same records.
         gc2, _ = make(store=store, clock=clock)
-        gc2.load()
         assert gc2.fetch_offsets("g", None)[1][("t", 0)].offset == 11
         assert gc2.fetch_offsets("g", None)[1][("t", 1)].offset == 20
         assert gc2.fetch_offsets("solo", [("u", 3)])[1][("u", 3)].metadata == "x"
@@ -461,7 +461,6 @@ def test_delete_groups_writes_tombstones() -> None:
         assert "solo" not in gc.groups
         assert gc.fetch_offsets("solo", None) == (E.NONE, {})
         gc2, _ = make(store=store, clock=clock)
-        gc2.load()
         assert "solo" not in gc2.groups and "g" in gc2.groups
 
     run(main())
@@ -478,21 +477,20 @@ def test_offset_retention_expires_empty_groups_offsets() -> None:
         m1 = await single_stable(gc, clock, session_ms=1_000_000)
         gc.commit_offsets("g", 1, m1, None, {("t", 0): OffsetAndMetadata(5)})
         await clock.advance(31_000)
-        assert gc.expire_offsets() == 1  # only solo's first commit is older than a minute
+        assert gc.offsets.expire_offsets() == 1  # only solo's first commit is older than a minute
         assert set(gc.fetch_offsets("solo", None)[1]) == {("u", 1)}
         await clock.advance(60_000)
-        assert gc.expire_offsets() == 1 and "solo" not in gc.groups
+        assert gc.offsets.expire_offsets() == 1 and "solo" not in gc.groups
         # A consumer group's offsets never expire while it has members...
         assert gc.fetch_offsets("g", None)[1]
         gc.leave_group("g", [(m1, None)])
         assert gc.groups["g"].state is GroupState.EMPTY
         await clock.advance(59_000)
-        assert gc.expire_offsets() == 0  # ...and age from the moment it became Empty
+        assert gc.offsets.expire_offsets() == 0  # ...and age from the moment it became Empty
         await clock.advance(1_000)
-        assert gc.expire_offsets() == 1
+        assert gc.offsets.expire_offsets() == 1
         assert "g" not in gc.groups
         gc2, _ = make(store=store, clock=clock)
-        gc2.load()
         assert gc2.groups == {}
 
     run(main())
@@ -540,13 +538,12 @@ def test_deleted_topics_lose_their_offsets() -> None:
                                                   ("kept", 0): OffsetAndMetadata(3)})
         m1 = await single_stable(gc, clock)
         gc.commit_offsets("g", 1, m1, None, {("gone", 0): OffsetAndMetadata(4)})
-        assert gc.remove_topic_offsets(["gone"]) == 3
+        assert gc.offsets.remove_topic_offsets(["gone"]) == 3
         assert "solo" not in gc.groups  # nothing left: the group is gone too
         assert gc.fetch_offsets("mixed", None)[1] == {("kept", 0): OffsetAndMetadata(
             3, commit_timestamp=clock.now)}
         assert gc.groups["g"].state is GroupState.STABLE and gc.fetch_offsets("g", None)[1] == {}
         gc2, _ = make(store=store, clock=clock)
-        gc2.load()
         assert set(gc2.groups) == {"mixed", "g"}
         assert list(gc2.fetch_offsets("mixed", None)[1]) == [("kept", 0)]
 
@@ -641,3 +638,112 @@ def test_leave_unknown_group_reports_each_member_unknown() -> None:
     assert gc.leave_group("nope", [("a", None), ("", "inst")]) == (
         E.NONE, [E.UNKNOWN_MEMBER_ID, E.UNKNOWN_MEMBER_ID])
     assert gc.leave_group("", [("a", None)]) == (E.INVALID_GROUP_ID, [])
+
+
+# --------------------------------------------------------------------------- offsets partitions
+
+
+def group_in(partition: int) -> str:
+    """A group id that lives in ``partition`` of the tests' 5 offsets partitions."""
+    return next(g for g in (f"grp-{i}" for i in range(1000))
+                if partition_for_group(g, 5) == partition)
+
+
+async def stable_group(gc: GroupCoordinator, clock: FakeClock, group: str) -> str:
+    first = await join(gc, group=group)
+    t = join(gc, first.member_id, group=group)
+    await clock.advance(0)
+    r = t.result()
+    s = await gc.sync_group(group, r.generation_id, r.member_id, None, {r.member_id: b"A"})
+    assert s.error == E.NONE
+    return r.member_id
+
+
+def test_groups_of_an_unloaded_partition_are_not_coordinated_here() -> None:
+    async def main() -> None:
+        store = GroupStore(MemoryRecordLog(), 5)
+        gc, clock = make(store=store)
+        here, gone = group_in(1), group_in(3)
+        m = await stable_group(gc, clock, gone)
+        gc.commit_offsets(gone, 1, m, None, {("t", 0): OffsetAndMetadata(7)})
+        gc.commit_offsets(here, -1, "", None, {("t", 0): OffsetAndMetadata(8)})
+        assert gc.unload_partition(3) == 1
+        assert gone not in gc.groups and not gc.serves(gone) and gc.serves(here)
+        assert gc.heartbeat(gone, 1, m) == E.NOT_COORDINATOR
+        assert (await join(gc, group=gone)).error == E.NOT_COORDINATOR
+        assert (await gc.sync_group(gone, 1, m, None, {})).error == E.NOT_COORDINATOR
+        assert gc.leave_group(gone, [(m, None)]) == (E.NOT_COORDINATOR, [])
+        assert gc.commit_offsets(gone, -1, "", None, {("t", 0): OffsetAndMetadata(9)}) == {
+            ("t", 0): E.NOT_COORDINATOR}
+        assert gc.fetch_offsets(gone, None) == (E.NOT_COORDINATOR, {})
+        assert gc.describe_group(gone).error == E.NOT_COORDINATOR
+        assert gc.delete_groups([gone]) == {gone: E.NOT_COORDINATOR}
+        assert gc.list_groups() == [(here, "", "Empty")]
+        # the other partitions are untouched
+        assert gc.fetch_offsets(here, None)[1][("t", 0)].offset == 8
+        # loading it again rebuilds its groups from the log, members and all
+        assert gc.load_partition(3) == 1
+        assert gc.fetch_offsets(gone, None)[1][("t", 0)].offset == 7
+        assert gc.groups[gone].state is GroupState.STABLE and gc.heartbeat(gone, 1, m) == E.NONE
+
+    run(main())
+
+
+def test_unloading_answers_blocked_requests_and_stops_the_groups_timers() -> None:
+    async def main() -> None:
+        gc, clock = make(delay_ms=3000)
+        group = group_in(2)
+        first = await join(gc, group=group)
+        blocked = join(gc, first.member_id, group=group)
+        await settle()
+        assert not blocked.done()
+        gc.unload_partition(2)
+        await settle()
+        assert blocked.result().error == E.NOT_COORDINATOR
+        await clock.advance(60_000)  # neither the join delay nor the session fires
+        assert group not in gc.groups
+
+    run(main())
+
+
+def test_loading_a_loaded_partition_changes_nothing() -> None:
+    async def main() -> None:
+        store = GroupStore(MemoryRecordLog(), 5)
+        gc, clock = make(store=store)
+        group = group_in(0)
+        m = await stable_group(gc, clock, group)
+        before = gc.groups[group]
+        assert gc.load_partition(0) == 0
+        assert gc.groups[group] is before and gc.heartbeat(group, 1, m) == E.NONE
+
+    run(main())
+
+
+class UnreadableLog(MemoryRecordLog):
+    """Partition 4 cannot be read (a damaged disk)."""
+
+    def scan(self, partition: int) -> list:
+        if partition == 4:
+            raise OSError(5, "Input/output error")
+        return list(super().scan(partition))
+
+
+def test_a_partition_that_fails_to_load_stays_unloaded() -> None:
+    gc, _ = make(store=GroupStore(UnreadableLog(), 5))
+    assert gc.registry.loaded == {0, 1, 2, 3}
+    assert gc.heartbeat(group_in(4), 1, "m") == E.NOT_COORDINATOR
+    assert gc.heartbeat(group_in(0), 1, "m") == E.UNKNOWN_MEMBER_ID
+
+
+def test_shutdown_answers_blocked_joins() -> None:
+    async def main() -> None:
+        gc, clock = make(delay_ms=3000)
+        first = await join(gc)
+        blocked = join(gc, first.member_id)
+        await settle()
+        gc.shutdown()
+        await settle()
+        assert blocked.result().error == E.NOT_COORDINATOR
+        assert gc.groups == {} and gc.registry.loaded == set()
+
+    run(main())

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import struct
+from pathlib import Path
 
 import pytest
 
-from sparklog.broker.group_offsets import (
+from sparklog.broker.group.records import (
     GroupKey,
     GroupMetadataRecord,
-    GroupStore,
     MemberRecord,
-    MemoryRecordLog,
     OffsetAndMetadata,
     OffsetKey,
     decode_group_value,
@@ -24,7 +23,13 @@ from sparklog.broker.group_offsets import (
     java_string_hash,
     partition_for_group,
 )
+from sparklog.broker.group.store import GroupStore, MemoryRecordLog, RecordLog, ReplicatedRecordLog
+from sparklog.broker.replica_manager import ReplicaManager
 from sparklog.protocol.errors import MalformedFrameError
+from sparklog.protocol.internal_topics import CONSUMER_OFFSETS
+from sparklog.storage.log_config import LogConfig
+from sparklog.storage.log_manager import LogManager
+from tests.helpers.broker import ManagedLogs
 
 
 @pytest.mark.parametrize("s,h", [
@@ -108,7 +113,7 @@ def test_store_replay_last_value_wins_and_tombstones() -> None:
     store.store_group("b", GroupMetadataRecord("consumer", 2, None, None), 0)
     store.delete_offsets("a", [("t", 1)], 0)
     store.delete_offsets("b", [("t", 0)], 0, delete_group=True)
-    loaded = store.load()
+    loaded = {gid: g for p in range(3) for gid, g in store.load_partition(p).items()}
     assert set(loaded) == {"a"}
     assert loaded["a"].offsets == {("t", 0): OffsetAndMetadata(5)}
     # Records of a group all land in the group's partition.
@@ -122,4 +127,45 @@ def test_replay_skips_garbage_records() -> None:
     store = GroupStore(log, 1)
     log.append(0, [(b"\x00\x09junk", b"x"), (encode_offset_key("g", "t", 0), b"\x00\x03\x00")], 0)
     store.store_offsets("g", {("t", 1): OffsetAndMetadata(3)}, 0)
-    assert store.load()["g"].offsets == {("t", 1): OffsetAndMetadata(3)}
+    assert store.load_partition(0)["g"].offsets == {("t", 1): OffsetAndMetadata(3)}
+
+
+def write_some(log: RecordLog) -> GroupStore:
+    store = GroupStore(log, 3)
+    store.store_offsets("a", {("t", 0): OffsetAndMetadata(1), ("u", 1): OffsetAndMetadata(2)}, 5)
+    store.store_group("b", GroupMetadataRecord("consumer", 2, "range", "m", 5, (
+        MemberRecord("m", None, "c", "/h", 300, 100, b"sub", b"asg"),)), 5)
+    store.store_offsets("a", {("t", 0): OffsetAndMetadata(3, metadata="x")}, 6)
+    store.delete_offsets("a", [("u", 1)], 7)
+    return store
+
+
+def test_the_brokers_record_log_appends_to_the_offsets_partitions_and_replays(
+        tmp_path: Path) -> None:
+    manager = LogManager([str(tmp_path)], LogConfig(), cluster_id="c", node_id=1)
+    try:
+        rm = ReplicaManager(1, ManagedLogs(manager, {
+            CONSUMER_OFFSETS: LogConfig(cleanup_policy="compact")}))
+        ensured: list[int] = []
+
+        def ensure_topic() -> None:
+            # what the broker's does: create the topic (here: host its partitions) on first use
+            if not ensured:
+                for p in range(3):
+                    rm.apply_partition_state(CONSUMER_OFFSETS, bytes(16), p, 1, 0, [1], [1],
+                                             internal=True)
+            ensured.append(1)
+
+        log = ReplicatedRecordLog(rm, ensure_topic)
+        assert list(log.scan(0)) == []  # the topic does not exist yet: nothing to replay
+        store = write_some(log)
+        assert len(ensured) == 4  # once per append
+        expected = write_some(MemoryRecordLog())
+        for p in range(3):
+            assert store.load_partition(p) == expected.load_partition(p)
+            plog = rm.leader_partition(CONSUMER_OFFSETS, p).log
+            assert plog.high_watermark == plog.log_end_offset  # appended as leader
+        assert store.load_partition(store.partition_for("a"))["a"].offsets == {
+            ("t", 0): OffsetAndMetadata(3, metadata="x", commit_timestamp=0)}
+    finally:
+        manager.shutdown()

@@ -1,4 +1,4 @@
-"""Consumer-group state as records in the compacted internal topic ``__consumer_offsets``.
+"""The records of ``__consumer_offsets``: keys, values and which partition a group lives in.
 
 Kafka keeps committed offsets and group metadata as ordinary records of a compacted
 topic so that a coordinator rebuilds everything by replaying the log, and tools that
@@ -7,13 +7,13 @@ it.  The formats are Kafka's:
 
     key   version 0/1  OffsetCommitKey     group STRING, topic STRING, partition INT32
     key   version 2    GroupMetadataKey    group STRING
-    value OffsetCommitValue v0..v4 (we write v3):
+    value OffsetCommitValue v0..v4 (we write v3, or v1 to keep an explicit expiry):
           v0 offset INT64, metadata STRING, commit_timestamp INT64
           v1 v0 + expire_timestamp INT64
           v2 = v0
           v3 offset INT64, leader_epoch INT32, metadata STRING, commit_timestamp INT64
           v4 v3 in flexible encoding (compact string + tagged fields)
-    value GroupMetadataValue v0..v3 (we write v3):
+    value GroupMetadataValue v0..v4 (we write v3):
           protocol_type STRING, generation INT32, protocol NULLABLE_STRING,
           leader NULLABLE_STRING, [v2+ current_state_timestamp INT64],
           members ARRAY(member_id STRING, [v3+ group_instance_id NULLABLE_STRING],
@@ -27,18 +27,13 @@ A group lives in partition ``abs(javaHashCode(group)) % offsets.topic.num.partit
 
 from __future__ import annotations
 
-import logging
 import struct
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 from sparklog.protocol.errors import MalformedFrameError
+from sparklog.protocol.internal_topics import CONSUMER_OFFSETS
 from sparklog.protocol.primitives import Reader, Writer
-
-log = logging.getLogger(__name__)
-
-OFFSETS_TOPIC = "__consumer_offsets"
 
 OFFSET_KEY_VERSION = 1
 GROUP_KEY_VERSION = 2
@@ -117,7 +112,7 @@ class GroupKey:
 
 
 _H = struct.Struct(">h")
-_I = struct.Struct(">i")
+_I32 = struct.Struct(">i")
 _V3_HEAD = struct.Struct(">hqi")
 _Q = struct.Struct(">q")
 
@@ -129,13 +124,26 @@ def _str16(s: str) -> bytes:
     return _H.pack(len(b)) + b
 
 
-def offset_key_prefix(group: str, topic: str) -> bytes:
-    """Everything of an offset key but the partition (commits share it per topic)."""
+def _offset_key_prefix(group: str, topic: str) -> bytes:
+    """Everything of an offset key but the partition."""
     return _H.pack(OFFSET_KEY_VERSION) + _str16(group) + _str16(topic)
 
 
 def encode_offset_key(group: str, topic: str, partition: int) -> bytes:
-    return offset_key_prefix(group, topic) + _I.pack(partition)
+    return _offset_key_prefix(group, topic) + _I32.pack(partition)
+
+
+def encode_offset_keys(group: str, partitions: Iterable[tuple[str, int]]) -> list[bytes]:
+    """The offset keys of ``group`` for ``partitions``, in order; the group and topic part
+    is encoded once per topic (a commit names many partitions of few topics)."""
+    prefixes: dict[str, bytes] = {}
+    keys = []
+    for topic, partition in partitions:
+        prefix = prefixes.get(topic)
+        if prefix is None:
+            prefix = prefixes[topic] = _offset_key_prefix(group, topic)
+        keys.append(prefix + _I32.pack(partition))
+    return keys
 
 
 def encode_group_key(group: str) -> bytes:
@@ -181,7 +189,7 @@ def encode_group_value(g: GroupMetadataRecord) -> bytes:
 
 
 def _short(what: str) -> MalformedFrameError:
-    return MalformedFrameError(f"__consumer_offsets record truncated in {what}")
+    return MalformedFrameError(f"{CONSUMER_OFFSETS} record truncated in {what}")
 
 
 def _fast_str(b: bytes, pos: int) -> tuple[str, int]:
@@ -195,7 +203,7 @@ def _fast_str(b: bytes, pos: int) -> tuple[str, int]:
     try:
         return b[pos:pos + n].decode(), pos + n
     except UnicodeDecodeError as e:
-        raise MalformedFrameError(f"invalid UTF-8 in __consumer_offsets record: {e}") from None
+        raise MalformedFrameError(f"invalid UTF-8 in {CONSUMER_OFFSETS} record: {e}") from None
 
 
 def decode_key(key: bytes | memoryview) -> OffsetKey | GroupKey:
@@ -208,10 +216,10 @@ def decode_key(key: bytes | memoryview) -> OffsetKey | GroupKey:
         topic, pos = _fast_str(b, pos)
         if pos + 4 > len(b):
             raise _short("partition")
-        return OffsetKey(group, topic, _I.unpack_from(b, pos)[0])
+        return OffsetKey(group, topic, _I32.unpack_from(b, pos)[0])
     if version == 2:
         return GroupKey(_fast_str(b, 2)[0])
-    raise MalformedFrameError(f"unknown __consumer_offsets key version {version}")
+    raise MalformedFrameError(f"unknown {CONSUMER_OFFSETS} key version {version}")
 
 
 def decode_offset_value(value: bytes | memoryview) -> OffsetAndMetadata:
@@ -276,171 +284,3 @@ def decode_group_value(value: bytes | memoryview) -> GroupMetadataRecord:
         r.tagged_fields()
     return GroupMetadataRecord(protocol_type, generation, protocol, leader, state_ts,
                                tuple(members))
-
-
-# --------------------------------------------------------------------------- storage
-
-
-class RecordLog(Protocol):
-    """Where the coordinator's records go: one append-only log per offsets partition."""
-
-    def append(self, partition: int, records: list[tuple[bytes, bytes | None]],
-               timestamp_ms: int) -> None: ...
-
-    def scan(self, partition: int) -> Iterable[tuple[bytes, bytes | None]]: ...
-
-
-class MemoryRecordLog:
-    """In-process log for coordinators without a broker (unit tests, tools)."""
-
-    def __init__(self) -> None:
-        self.partitions: dict[int, list[tuple[bytes, bytes | None]]] = {}
-
-    def append(self, partition: int, records: list[tuple[bytes, bytes | None]],
-               timestamp_ms: int) -> None:
-        self.partitions.setdefault(partition, []).extend(records)
-
-    def scan(self, partition: int) -> Iterable[tuple[bytes, bytes | None]]:
-        return list(self.partitions.get(partition, ()))
-
-
-class PartitionLogRecordLog:
-    """Records in real ``__consumer_offsets`` partition logs, one batch per append.
-
-    ``log_for(partition)`` returns the storage layer's PartitionLog, or None while the
-    topic does not exist (nothing to replay); ``append(partition, batch)`` appends one
-    encoded batch as leader (the broker routes it through its replica manager so the high
-    watermark moves); without it the batch goes straight to ``log_for(p).append_as_leader``.
-    """
-
-    def __init__(self, log_for: Callable[[int], Any],
-                 append: Callable[[int, bytes], None] | None = None) -> None:
-        self._log_for = log_for
-        self._append = append
-
-    def append(self, partition: int, records: list[tuple[bytes, bytes | None]],
-               timestamp_ms: int) -> None:
-        from sparklog.protocol import records as rec
-
-        batch = rec.encode_batch(
-            [rec.Record(key=k, value=v, timestamp=timestamp_ms, offset_delta=i)
-             for i, (k, v) in enumerate(records)],
-            now_ms=timestamp_ms,
-        )
-        if self._append is not None:
-            self._append(partition, batch)
-            return
-        plog = self._log_for(partition)
-        if plog is None:
-            raise RuntimeError(f"{OFFSETS_TOPIC}-{partition} does not exist")
-        plog.append_as_leader(batch, max(getattr(plog, "latest_epoch", 0) or 0, 0),
-                              origin="coordinator")
-
-    def scan(self, partition: int) -> Iterator[tuple[bytes, bytes | None]]:
-        from sparklog.protocol import records as rec
-
-        plog = self._log_for(partition)
-        if plog is None:
-            return
-        offset = plog.log_start_offset
-        while offset < plog.log_end_offset:
-            data = plog.read(offset, 1 << 20)
-            buf = data.read_bytes() if hasattr(data, "read_bytes") else bytes(data)
-            if not buf:
-                break
-            progressed = False
-            for batch in rec.decode_batches(buf, allow_partial_tail=True):
-                if batch.next_offset <= offset:
-                    continue
-                offset = batch.next_offset
-                progressed = True
-                if batch.is_control:
-                    continue
-                for r in batch.records:
-                    if r.key is not None:
-                        yield bytes(r.key), (None if r.value is None else bytes(r.value))
-            if not progressed:
-                break
-
-
-# --------------------------------------------------------------------------- the store
-
-
-@dataclass
-class LoadedGroup:
-    """What replaying ``__consumer_offsets`` knows about one group."""
-
-    group_id: str
-    metadata: GroupMetadataRecord | None = None
-    offsets: dict[tuple[str, int], OffsetAndMetadata] = field(default_factory=dict)
-
-
-class GroupStore:
-    """Writes and replays group records, routed to the group's offsets partition."""
-
-    def __init__(self, log: RecordLog, num_partitions: int) -> None:
-        if num_partitions < 1:
-            raise ValueError("offsets.topic.num.partitions must be >= 1")
-        self.log = log
-        self.num_partitions = num_partitions
-
-    def partition_for(self, group_id: str) -> int:
-        return partition_for_group(group_id, self.num_partitions)
-
-    def store_offsets(self, group_id: str,
-                      offsets: dict[tuple[str, int], OffsetAndMetadata], now_ms: int) -> None:
-        if not offsets:
-            return
-        prefixes: dict[str, bytes] = {}
-        records: list[tuple[bytes, bytes | None]] = []
-        for (t, p), om in offsets.items():
-            prefix = prefixes.get(t)
-            if prefix is None:
-                prefix = prefixes[t] = offset_key_prefix(group_id, t)
-            records.append((prefix + _I.pack(p), encode_offset_value(om)))
-        self.log.append(self.partition_for(group_id), records, now_ms)
-
-    def delete_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]],
-                       now_ms: int, *, delete_group: bool = False) -> None:
-        records: list[tuple[bytes, bytes | None]] = [
-            (encode_offset_key(group_id, t, p), None) for t, p in partitions
-        ]
-        if delete_group:
-            records.append((encode_group_key(group_id), None))
-        if records:
-            self.log.append(self.partition_for(group_id), records, now_ms)
-
-    def store_group(self, group_id: str, metadata: GroupMetadataRecord, now_ms: int) -> None:
-        self.log.append(self.partition_for(group_id),
-                        [(encode_group_key(group_id), encode_group_value(metadata))], now_ms)
-
-    def load(self) -> dict[str, LoadedGroup]:
-        """Replay every partition; later records win, tombstones remove.
-
-        Only the last record of each key matters (as after compaction), so records are
-        first reduced per key as raw bytes and only the survivors are decoded: replay
-        costs a dict store per record plus one decode per live key."""
-        groups: dict[str, LoadedGroup] = {}
-        for p in range(self.num_partitions):
-            latest: dict[bytes, bytes | None] = {}
-            for key, value in self.log.scan(p):
-                latest[key] = value
-            for key, value in latest.items():
-                if value is None:
-                    continue
-                try:
-                    k = decode_key(key)
-                except MalformedFrameError as e:
-                    log.warning("skipping unreadable __consumer_offsets-%d key: %s", p, e)
-                    continue
-                g = groups.get(k.group)
-                if g is None:
-                    g = groups[k.group] = LoadedGroup(k.group)
-                try:
-                    if isinstance(k, OffsetKey):
-                        g.offsets[(k.topic, k.partition)] = decode_offset_value(value)
-                    else:
-                        g.metadata = decode_group_value(value)
-                except MalformedFrameError as e:
-                    log.warning("skipping unreadable record of group %r: %s", k.group, e)
-        return {gid: g for gid, g in groups.items() if g.metadata is not None or g.offsets}

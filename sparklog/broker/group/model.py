@@ -1,18 +1,22 @@
 """The classic group protocol's data: group states, members, groups, request results.
 
-Plain state with small queries (which protocols every member supports, who is fenced);
-the transitions live in ``group_coordinator``.
+Plain state with small queries (which protocols every member supports, who is fenced)
+and the means to answer a member's blocked JoinGroup/SyncGroup and stop its timers; the
+transitions live in ``membership``. Timers go through a small ``Clock`` so tests can drive
+every timeout with a fake one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import enum
+import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from sparklog.broker.group_offsets import OffsetAndMetadata
+from sparklog.broker.group.records import OffsetAndMetadata
 from sparklog.protocol.errors import ErrorCode
 
 UNKNOWN_MEMBER_ID = ""
@@ -21,6 +25,22 @@ NO_GENERATION = -1
 
 class TimerHandle(Protocol):
     def cancel(self) -> None: ...
+
+
+class Clock(Protocol):
+    def now_ms(self) -> int: ...
+
+    def call_later(self, delay_ms: int, callback: Callable[[], None]) -> TimerHandle: ...
+
+
+class LoopClock:
+    """Wall-clock timestamps (they go into commit records) and the running loop's timers."""
+
+    def now_ms(self) -> int:
+        return int(time.time() * 1000)
+
+    def call_later(self, delay_ms: int, callback: Callable[[], None]) -> TimerHandle:
+        return asyncio.get_running_loop().call_later(max(delay_ms, 0) / 1000.0, callback)
 
 
 class GroupState(enum.Enum):
@@ -107,6 +127,25 @@ class Member:
     def awaiting_sync(self) -> bool:
         return self.sync_future is not None and not self.sync_future.done()
 
+    def finish_join(self, result: JoinResult) -> None:
+        """Answer the JoinGroup this member is blocked in, if any."""
+        if self.join_future is not None and not self.join_future.done():
+            self.join_future.set_result(result)
+
+    def finish_sync(self, result: SyncResult) -> None:
+        """Answer the SyncGroup this member is blocked in, if any."""
+        if self.sync_future is not None and not self.sync_future.done():
+            self.sync_future.set_result(result)
+
+    def release(self, error: ErrorCode) -> None:
+        """The member leaves this coordinator's hands: its session timer stops and a
+        JoinGroup or SyncGroup it is blocked in is answered with ``error``."""
+        if self.session_timer is not None:
+            self.session_timer.cancel()
+            self.session_timer = None
+        self.finish_join(JoinResult(error, member_id=self.member_id))
+        self.finish_sync(SyncResult(error))
+
     def protocol_names(self) -> list[str]:
         return [name for name, _ in self.protocols]
 
@@ -192,3 +231,9 @@ class Group:
 
     def has_member(self, member_id: str) -> bool:
         return member_id in self.members
+
+    def cancel_timers(self) -> None:
+        """The group's own timers (rebalance, sync, pending members); not the sessions."""
+        for handle in (self.join_timer, self.sync_timer, *self.pending_members.values()):
+            if handle is not None:
+                handle.cancel()

@@ -1,0 +1,192 @@
+"""How the handlers map failures to error codes, in each API's own shape: a real Broker on a
+temporary directory (started on port 0 where the case needs logs), requests through its
+dispatcher as a connection would send them."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from sparklog.broker.broker import Broker
+from sparklog.protocol.api_keys import ApiKey
+from sparklog.protocol.errors import ErrorCode as E
+from sparklog.protocol.internal_topics import CONSUMER_OFFSETS
+from sparklog.protocol.messages import API_BY_KEY
+from sparklog.protocol.records import Record, encode_batch
+from sparklog.protocol.schema import TopLevel
+from tests.helpers.broker import roundtrip
+
+TOPIC = "t"
+
+
+def req(api: int, /, **fields: Any) -> TopLevel:
+    return API_BY_KEY[api].request(**fields)
+
+
+async def call(broker: Broker, key: int, version: int, request: TopLevel) -> Any:
+    return await roundtrip(broker.dispatcher, key, version, request)
+
+
+def with_broker(tmp_path: Path, body: Callable[[Broker], Awaitable[None]], *,
+                start: bool = True) -> None:
+    async def main() -> None:
+        broker = Broker({"log.dirs": str(tmp_path), "listeners": "PLAINTEXT://127.0.0.1:0",
+                         "auto.create.topics.enable": "false",
+                         "offsets.topic.num.partitions": "3"})
+        if not start:
+            await body(broker)
+            return
+        await broker.start()
+        try:
+            broker.create_topic(TOPIC, 1, 1)
+            await body(broker)
+        finally:
+            await broker.shutdown()
+
+    asyncio.run(main())
+
+
+def test_group_requests_without_a_coordinator(tmp_path: Path) -> None:
+    """A broker that is not running has no coordinator: every group API says so."""
+    R = API_BY_KEY
+
+    async def body(b: Broker) -> None:
+        assert b.group_coordinator is None
+        fc = await call(b, ApiKey.FIND_COORDINATOR, 3, req(ApiKey.FIND_COORDINATOR, key="g"))
+        assert (fc.error_code, fc.node_id) == (E.COORDINATOR_NOT_AVAILABLE, -1)
+        proto = R[ApiKey.JOIN_GROUP].request.JoinGroupRequestProtocol(name="range", metadata=b"")
+        jg = await call(b, ApiKey.JOIN_GROUP, 7, req(
+            ApiKey.JOIN_GROUP, group_id="g", session_timeout_ms=10_000, member_id="m",
+            protocol_type="consumer", protocols=[proto]))
+        assert (jg.error_code, jg.member_id, jg.generation_id) == (E.COORDINATOR_NOT_AVAILABLE,
+                                                                   "m", -1)
+        for key, version, fields in [
+            (ApiKey.SYNC_GROUP, 5, {"group_id": "g", "member_id": "m"}),
+            (ApiKey.HEARTBEAT, 4, {"group_id": "g", "member_id": "m"}),
+            (ApiKey.LEAVE_GROUP, 4, {"group_id": "g"}),
+            (ApiKey.LIST_GROUPS, 4, {}),
+        ]:
+            resp = await call(b, key, version, req(key, **fields))
+            assert resp.error_code == E.COORDINATOR_NOT_AVAILABLE, key
+        oc_req = R[ApiKey.OFFSET_COMMIT].request
+        oc = await call(b, ApiKey.OFFSET_COMMIT, 8, req(
+            ApiKey.OFFSET_COMMIT, group_id="g", generation_id_or_member_epoch=-1, topics=[
+                oc_req.OffsetCommitRequestTopic(name=TOPIC, partitions=[
+                    oc_req.OffsetCommitRequestPartition(partition_index=0, committed_offset=1)])]))
+        assert oc.topics[0].partitions[0].error_code == E.COORDINATOR_NOT_AVAILABLE
+        of_req = R[ApiKey.OFFSET_FETCH].request
+        of = await call(b, ApiKey.OFFSET_FETCH, 1, req(ApiKey.OFFSET_FETCH, group_id="g", topics=[
+            of_req.OffsetFetchRequestTopic(name=TOPIC, partition_indexes=[0])]))
+        # v1 has no top-level error code: it is reported per partition
+        assert [(p.partition_index, p.committed_offset, p.error_code)
+                for p in of.topics[0].partitions] == [(0, -1, E.COORDINATOR_NOT_AVAILABLE)]
+        dg = await call(b, ApiKey.DESCRIBE_GROUPS, 5, req(ApiKey.DESCRIBE_GROUPS, groups=["g"]))
+        assert dg.groups[0].error_code == E.COORDINATOR_NOT_AVAILABLE
+        dl = await call(b, ApiKey.DELETE_GROUPS, 2, req(ApiKey.DELETE_GROUPS, groups_names=["g"]))
+        assert dl.results[0].error_code == E.COORDINATOR_NOT_AVAILABLE
+
+    with_broker(tmp_path, body, start=False)
+
+
+def test_group_requests_the_coordinator_refuses(tmp_path: Path) -> None:
+    async def body(b: Broker) -> None:
+        assert b.group_coordinator is not None
+        fc = await call(b, ApiKey.FIND_COORDINATOR, 3,
+                        req(ApiKey.FIND_COORDINATOR, key="g", key_type=2))
+        assert fc.error_code == E.INVALID_REQUEST
+        gc = b.group_coordinator
+        gc.unload_partition(gc.store.partition_for("g"))
+        fc = await call(b, ApiKey.FIND_COORDINATOR, 3, req(ApiKey.FIND_COORDINATOR, key="g"))
+        assert fc.error_code == E.COORDINATOR_NOT_AVAILABLE  # nobody else could either
+        hb = await call(b, ApiKey.HEARTBEAT, 4, req(ApiKey.HEARTBEAT, group_id="g",
+                                                    generation_id=1, member_id="m"))
+        assert hb.error_code == E.NOT_COORDINATOR
+        solo = next(g for g in ("a", "b", "c", "d") if gc.serves(g))
+        oc_req = API_BY_KEY[ApiKey.OFFSET_COMMIT].request
+        oc = await call(b, ApiKey.OFFSET_COMMIT, 8, req(
+            ApiKey.OFFSET_COMMIT, group_id=solo, generation_id_or_member_epoch=-1, topics=[
+                oc_req.OffsetCommitRequestTopic(name=name, partitions=[
+                    oc_req.OffsetCommitRequestPartition(partition_index=p, committed_offset=1)
+                    for p in parts])
+                for name, parts in [(TOPIC, [0, 5]), ("missing", [0])]]))
+        assert [(t.name, [(p.partition_index, p.error_code) for p in t.partitions])
+                for t in oc.topics] == [
+            (TOPIC, [(0, E.NONE), (5, E.UNKNOWN_TOPIC_OR_PARTITION)]),
+            ("missing", [(0, E.UNKNOWN_TOPIC_OR_PARTITION)])]
+
+    with_broker(tmp_path, body)
+
+
+def test_partition_requests_report_per_partition_errors(tmp_path: Path) -> None:
+    async def body(b: Broker) -> None:
+        rm = b.replica_manager
+        b.controller.change_leader(TOPIC, 0, b.node_id)  # epoch 1: older ones are fenced
+        p = rm.leader_partition(TOPIC, 0)
+        assert p.leader_epoch == 1
+        assert rm.append(TOPIC, 0, encode_batch([Record(value=b"v")] * 3), acks=1).error is None
+        b.ensure_offsets_topic()
+        lo = API_BY_KEY[ApiKey.LIST_OFFSETS].request
+        resp = await call(b, ApiKey.LIST_OFFSETS, 7, req(ApiKey.LIST_OFFSETS, replica_id=-1, topics=[
+            lo.ListOffsetsTopic(name=name, partitions=[
+                lo.ListOffsetsPartition(partition_index=part, timestamp=ts,
+                                        current_leader_epoch=epoch)])
+            for name, part, ts, epoch in [(TOPIC, 0, -1, -1), (TOPIC, 0, -7, -1),
+                                          (TOPIC, 3, -1, -1), (TOPIC, 0, -1, p.leader_epoch + 1)]]))
+        assert [(t.partitions[0].error_code, t.partitions[0].offset) for t in resp.topics] == [
+            (E.NONE, 3), (E.INVALID_REQUEST, -1), (E.UNKNOWN_TOPIC_OR_PARTITION, -1),
+            (E.UNKNOWN_LEADER_EPOCH, -1)]
+        dr = API_BY_KEY[ApiKey.DELETE_RECORDS].request
+        resp = await call(b, ApiKey.DELETE_RECORDS, 2, req(ApiKey.DELETE_RECORDS, timeout_ms=1000,
+                                                           topics=[
+            dr.DeleteRecordsTopic(name=name, partitions=[
+                dr.DeleteRecordsPartition(partition_index=0, offset=off)])
+            for name, off in [(TOPIC, 2), (TOPIC, 9), (CONSUMER_OFFSETS, 0), ("missing", 0)]]))
+        assert [(t.partitions[0].error_code, t.partitions[0].low_watermark)
+                for t in resp.topics] == [
+            (E.NONE, 2), (E.OFFSET_OUT_OF_RANGE, -1), (E.INVALID_TOPIC_EXCEPTION, -1),
+            (E.UNKNOWN_TOPIC_OR_PARTITION, -1)]
+        ole = API_BY_KEY[ApiKey.OFFSET_FOR_LEADER_EPOCH].request
+        resp = await call(b, ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, req(
+            ApiKey.OFFSET_FOR_LEADER_EPOCH, topics=[ole.OffsetForLeaderTopic(topic=name, partitions=[
+                ole.OffsetForLeaderPartition(partition=0, leader_epoch=0,
+                                             current_leader_epoch=epoch)])
+                for name, epoch in [(TOPIC, -1), (TOPIC, p.leader_epoch - 1), ("missing", -1)]]))
+        assert [t.partitions[0].error_code for t in resp.topics] == [
+            E.NONE, E.FENCED_LEADER_EPOCH, E.UNKNOWN_TOPIC_OR_PARTITION]
+
+    with_broker(tmp_path, body)
+
+
+def test_admin_requests_report_per_resource_errors(tmp_path: Path) -> None:
+    async def body(b: Broker) -> None:
+        md = API_BY_KEY[ApiKey.METADATA].request
+        resp = await call(b, ApiKey.METADATA, 12, req(ApiKey.METADATA, topics=[
+            md.MetadataRequestTopic(name="missing"), md.MetadataRequestTopic(name="bad name!"),
+            md.MetadataRequestTopic(name=None, topic_id=b"\x01" * 16)]))
+        assert [t.error_code for t in resp.topics] == [
+            E.UNKNOWN_TOPIC_OR_PARTITION, E.INVALID_TOPIC_EXCEPTION, E.UNKNOWN_TOPIC_ID]
+        ct = API_BY_KEY[ApiKey.CREATE_TOPICS].request
+        resp = await call(b, ApiKey.CREATE_TOPICS, 5, req(ApiKey.CREATE_TOPICS, topics=[
+            ct.CreatableTopic(name=name, num_partitions=1, replication_factor=1, configs=[
+                ct.CreatableTopicConfig(name=k, value=v) for k, v in configs])
+            for name, configs in [("twice", []), ("twice", []), (TOPIC, []),
+                                  ("badcfg", [("retention.ms", "soon")])]]))
+        assert [t.error_code for t in resp.topics] == [
+            E.INVALID_REQUEST, E.INVALID_REQUEST, E.TOPIC_ALREADY_EXISTS, E.INVALID_CONFIG]
+        dc = API_BY_KEY[ApiKey.DESCRIBE_CONFIGS].request
+        resp = await call(b, ApiKey.DESCRIBE_CONFIGS, 4, req(ApiKey.DESCRIBE_CONFIGS, resources=[
+            dc.DescribeConfigsResource(resource_type=rtype, resource_name=name,
+                                       configuration_keys=None)
+            for rtype, name in [(2, "missing"), (4, "42"), (3, "x")]]))
+        assert [r.error_code for r in resp.results] == [
+            E.UNKNOWN_TOPIC_OR_PARTITION, E.INVALID_REQUEST, E.INVALID_REQUEST]
+        dcl = await call(b, ApiKey.DESCRIBE_CLUSTER, 1,
+                         req(ApiKey.DESCRIBE_CLUSTER, endpoint_type=2))
+        assert dcl.error_code == E.UNSUPPORTED_ENDPOINT_TYPE
+        ip = await call(b, ApiKey.INIT_PRODUCER_ID, 4, req(
+            ApiKey.INIT_PRODUCER_ID, transactional_id="tx", transaction_timeout_ms=1000))
+        assert (ip.error_code, ip.producer_id) == (E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1)
+
+    with_broker(tmp_path, body)

@@ -11,10 +11,8 @@ is older, UNKNOWN_LEADER_EPOCH when newer), exactly as Kafka does.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -209,19 +207,6 @@ class ReplicaManager:
                                 p.log.log_start_offset)
         except KafkaError as exc:
             return AppendResult(exc)
-
-    async def wait_replicated(self, entries: Iterable[tuple[Partition, int]], timeout_ms: int) -> bool:
-        """acks=all: wait until every partition's HW passed its last appended offset."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_ms / 1000
-        pending = [(p, off) for p, off in entries if p.log.high_watermark <= off]
-        while pending:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return False
-            await pending[0][0].waiters.wait(remaining)
-            pending = [(p, off) for p, off in pending if p.log.high_watermark <= off]
-        return True
 
     # -- follower fetch bookkeeping -----------------------------------------------------
 

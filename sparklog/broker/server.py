@@ -65,6 +65,8 @@ __all__ = ["KafkaServer", "Connection", "CloseConnection", "Chunk"]
 _SIZE = struct.Struct(">i")
 _STAGING_BYTES = 256 * 1024
 _MAX_QUEUED_BYTES = 128 * 1024 * 1024
+_MAX_LOGGED_KINDS = 1024
+_LISTEN_BACKLOG = 1024
 
 # one piece of a response: bytes, or a file range sent with sendfile
 Chunk = bytes | bytearray | memoryview | FileSlice | SliceChain
@@ -518,7 +520,7 @@ class KafkaServer:
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[Connection] = set()
         self._conn_seq = 0
-        self._logged: dict[str, int] = {}
+        self._logged: set[str] = set()
 
     def now(self) -> float:
         return asyncio.get_running_loop().time()
@@ -529,10 +531,13 @@ class KafkaServer:
 
     def log_once(self, key: str, level: int, msg: str, *args: object) -> None:
         """Log the first occurrence of a kind of bad input at ``level``, later ones at DEBUG
-        (a misbehaving client must not be able to flood the log)."""
-        n = self._logged.get(key, 0)
-        self._logged[key] = n + 1
-        log.log(level if n == 0 else logging.DEBUG, msg, *args)
+        (a misbehaving client must not be able to flood the log). Kinds carry values from
+        the wire (API keys, versions), so only the first ``_MAX_LOGGED_KINDS`` are
+        remembered; later new kinds log at DEBUG."""
+        first = key not in self._logged and len(self._logged) < _MAX_LOGGED_KINDS
+        if first:
+            self._logged.add(key)
+        log.log(level if first else logging.DEBUG, msg, *args)
 
     @property
     def connections(self) -> set[Connection]:
@@ -548,9 +553,10 @@ class KafkaServer:
         if self.send_buffer_bytes > 0:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer_bytes)
         sock.bind((self.host, self.port))
-        sock.listen(1024)
         sock.setblocking(False)
-        self._server = await loop.create_server(lambda: Connection(self), sock=sock)
+        # the backlog is set here (create_server listens again with its own, 100 by default)
+        self._server = await loop.create_server(lambda: Connection(self), sock=sock,
+                                                backlog=_LISTEN_BACKLOG)
         self.port = sock.getsockname()[1]
         if self.connections_max_idle_ms > 0:
             self._reaper = loop.create_task(self._reap_idle())

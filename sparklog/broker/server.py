@@ -350,10 +350,10 @@ class Connection(asyncio.BufferedProtocol):
         elif self._eof and not self.closed:
             self.close()
 
-    def _write_bytes(self, chunks: list[Chunk]) -> None:
+    def _write_bytes(self, chunks: list[bytes | bytearray | memoryview]) -> None:
         transport = self.transport
         assert transport is not None
-        total = sum(len(c) for c in chunks if isinstance(c, bytes | bytearray | memoryview))
+        total = sum(len(c) for c in chunks)
         if len(chunks) == 1 and total < 65536:
             transport.write(_SIZE.pack(total) + chunks[0])
         else:
@@ -569,12 +569,15 @@ class KafkaServer:
         idle_s = self.connections_max_idle_ms / 1000
         while not self.closing:
             await asyncio.sleep(min(max(idle_s / 4, 0.05), 30.0))
-            now = self.now()
-            for c in list(self._connections):
-                if now - c.last_active > idle_s and (c.idle or c.closed):
-                    log.debug("dropping idle connection %s from %s", c.connection_id,
-                              c.client_host)
-                    c.abort()
+            self._drop_idle(self.now() - idle_s)
+
+    def _drop_idle(self, quiet_since: float) -> None:
+        # not inline in _reap_idle: its loop variable would keep the last connection
+        # alive while the reaper sleeps
+        for c in list(self._connections):
+            if c.last_active < quiet_since and (c.idle or c.closed):
+                log.debug("dropping idle connection %s from %s", c.connection_id, c.client_host)
+                c.abort()
 
     async def close(self, grace_s: float = 5.0) -> None:
         """Stop accepting, answer parked requests now, let workers finish what they are

@@ -106,8 +106,8 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
         if failed:
             raise CloseConnection()
         return None
-    late = await _wait_replicated(ctx.connection, waits, max(0, request.timeout_ms)) if waits else ()
-    if late:
+    if waits:
+        late = await _wait_replicated(ctx.connection, waits, max(0, request.timeout_ms))
         for tr in responses:
             for pr in tr.partition_responses:
                 if (tr.name, pr.index) in late and pr.error_code == 0:

@@ -11,6 +11,8 @@ import pytest
 
 from sparklog.broker.delayed import ParkedOperations, Purgatory, Waiters
 from sparklog.broker.fileslice import FileSlice, SliceChain, as_records
+from sparklog.broker.replica_manager import Partition
+from sparklog.broker.server import Connection, KafkaServer
 
 
 def _empty(purgatory: Purgatory, *rest: Waiters | ParkedOperations) -> bool:
@@ -104,6 +106,43 @@ def test_close_expires_everything_and_refuses_new_parks():
         assert _empty(pg, w)
 
     asyncio.run(main())
+
+
+class _Log:
+    def __init__(self) -> None:
+        self.high_watermark = 0
+
+
+def test_acks_all_parks_on_its_connection_until_replicated():
+    async def main():
+        from sparklog.broker.handlers.produce import _wait_replicated
+
+        srv = KafkaServer(_no_process)
+        conn = Connection(srv)
+        p = Partition("t", 0, bytes(16), _Log())
+        loop = asyncio.get_running_loop()
+
+        def replicate() -> None:
+            p.log.high_watermark = 1
+            p.waiters.wake()
+
+        loop.call_later(0.02, p.waiters.wake)  # a wake that changes nothing: waits on
+        loop.call_later(0.05, replicate)
+        assert await asyncio.wait_for(_wait_replicated(conn, [(p, 0)], 5000), 5) == set()
+        assert await _wait_replicated(conn, [(p, 1)], 30) == {("t", 0)}  # timed out
+        waiting = loop.create_task(_wait_replicated(conn, [(p, 1)], 3_600_000))
+        await asyncio.sleep(0)
+        assert len(srv.purgatory) == 1
+        conn.close()  # the connection going away cancels the wait
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        assert len(srv.purgatory) == 0 and len(p.waiters) == 0
+
+    asyncio.run(main())
+
+
+async def _no_process(conn: Connection, frame: bytearray) -> None:
+    return None
 
 
 def test_as_records_shapes(tmp_path):

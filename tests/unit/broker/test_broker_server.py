@@ -304,6 +304,31 @@ def test_idle_connection_with_a_parked_request_is_dropped():
     _run(main())
 
 
+def test_client_that_stops_reading_is_dropped_after_the_idle_time():
+    """A response the client never reads is no activity either: the connection (with its
+    unsent response) goes once ``connections.max.idle.ms`` passed."""
+    async def main():
+        srv = KafkaServer(_echo, host="127.0.0.1", port=0, max_request_bytes=16 << 20,
+                          connections_max_idle_ms=300)
+        await srv.start()
+        try:
+            s = socket.create_connection(("127.0.0.1", srv.port))
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.setblocking(False)
+            await _wait_for(lambda: len(srv.connections) == 1)
+            (conn,) = srv.connections
+            ref = weakref.ref(conn)
+            del conn
+            big = _frame(b"\x03" + b"b" * (8 << 20))
+            await asyncio.get_running_loop().sock_sendall(s, big + big)
+            await _wait_for(lambda: ref() is None and not srv.connections)
+            s.close()
+        finally:
+            await srv.close()
+
+    _run(main())
+
+
 def test_in_flight_bound_stops_reading_until_requests_are_answered():
     """With a request parked and ``queued.max.requests`` frames behind it the connection is
     not read: the client's sends stall, however many it has. Data arriving answers them

@@ -19,6 +19,13 @@ def _empty(purgatory: Purgatory, *rest: Waiters | ParkedOperations) -> bool:
     return len(purgatory) == 0 and all(len(x) == 0 for x in rest)
 
 
+async def _parked(pg: Purgatory, owner: ParkedOperations, w: Waiters) -> asyncio.Task[bool]:
+    """A task that parked on ``w`` for an hour, once it has."""
+    task = asyncio.get_running_loop().create_task(pg.park(owner, [w], 3600))
+    await asyncio.sleep(0)
+    return task
+
+
 def test_park_wakes_on_first_and_cleans_up():
     async def main():
         pg, owner = Purgatory(10), ParkedOperations()
@@ -43,8 +50,7 @@ def test_park_wakes_on_first_and_cleans_up():
 def test_owner_cancel_unwinds_the_parked_handler():
     async def main():
         pg, owner, w = Purgatory(10), ParkedOperations(), Waiters()
-        task = asyncio.get_running_loop().create_task(pg.park(owner, [w], 3600))
-        await asyncio.sleep(0)
+        task = await _parked(pg, owner, w)
         assert len(pg) == len(owner) == len(w) == 1
         owner.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -57,15 +63,13 @@ def test_owner_cancel_unwinds_the_parked_handler():
 def test_owner_expire_answers_now_and_parks_nothing_more():
     async def main():
         pg, owner, w = Purgatory(10), ParkedOperations(), Waiters()
-        task = asyncio.get_running_loop().create_task(pg.park(owner, [w], 3600))
-        await asyncio.sleep(0)
+        task = await _parked(pg, owner, w)
         owner.expire()
         assert await asyncio.wait_for(task, 5) is False
         assert await asyncio.wait_for(pg.park(owner, [w], 3600), 5) is False
         assert _empty(pg, w, owner)
         # another owner still parks
-        other = asyncio.get_running_loop().create_task(pg.park(ParkedOperations(), [w], 3600))
-        await asyncio.sleep(0)
+        other = await _parked(pg, ParkedOperations(), w)
         w.wake()
         assert await asyncio.wait_for(other, 5) is True
 

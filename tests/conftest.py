@@ -4,6 +4,9 @@
   port the OS picks, one per test module, stopped when the module is done.
 - ``broker_config``: the config that cluster starts with. A module (or a directory's
   conftest) that needs other broker settings overrides this fixture, not ``cluster``.
+
+Tests marked ``soak`` (runs of minutes, e.g. 10^6 fuzzed frames) are skipped unless
+selected with ``-m soak``.
 """
 
 from __future__ import annotations
@@ -13,6 +16,15 @@ from collections.abc import Iterator
 import pytest
 
 from sparklog.cluster.embedded import EmbeddedCluster
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if "soak" in (config.getoption("markexpr") or ""):
+        return
+    skip = pytest.mark.skip(reason="soak test: select it with -m soak")
+    for item in items:
+        if "soak" in item.keywords:
+            item.add_marker(skip)
 
 
 @pytest.fixture(scope="module")

@@ -69,7 +69,6 @@ class Broker:
         self.dispatcher = Dispatcher(self)
         self.server: KafkaServer | None = None
         self.started = False
-        self.stopping = False
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -92,6 +91,7 @@ class Broker:
             send_buffer_bytes=int(self.config.get("socket.send.buffer.bytes")),
             receive_buffer_bytes=int(self.config.get("socket.receive.buffer.bytes")),
             connections_max_idle_ms=int(self.config.get("connections.max.idle.ms")),
+            max_parked_requests=int(self.config.get("purgatory.max.requests")),
         )
         # bind before registering so port 0 resolves to the real port clients must use
         await self.server.start()
@@ -107,10 +107,7 @@ class Broker:
                  ", ".join(self.data_dirs))
 
     async def shutdown(self) -> None:
-        # long polls answer now with what they have instead of waiting out max_wait_ms
-        self.stopping = True
-        for p in self.replica_manager.partitions():
-            p.waiters.wake()
+        # the server answers parked requests (long polls) now with what they have
         if self.server is not None:
             await self.server.close()
         if self.group_coordinator is not None:

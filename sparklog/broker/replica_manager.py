@@ -12,9 +12,7 @@ client produce; the broker's own coordinators write them with ``append_internal`
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -81,12 +79,6 @@ class Partition:
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.partition}, {self.role}, epoch={self.leader_epoch})"
-
-    @property
-    def index(self) -> int:
-        """The old name of ``partition``, still read by handlers/produce.py (owned by the
-        connection-lifecycle change): delete once that reads ``partition``."""
-        return self.partition
 
     @property
     def is_leader(self) -> bool:
@@ -237,19 +229,6 @@ class ReplicaManager:
         p.maybe_advance_hw()
         p.waiters.wake()
         return info
-
-    async def wait_replicated(self, entries: Iterable[tuple[Partition, int]], timeout_ms: int) -> bool:
-        """acks=all: wait until every partition's HW passed its last appended offset."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_ms / 1000
-        pending = [(p, off) for p, off in entries if p.log.high_watermark <= off]
-        while pending:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return False
-            await pending[0][0].waiters.wait(remaining)
-            pending = [(p, off) for p, off in pending if p.log.high_watermark <= off]
-        return True
 
     # -- follower fetch bookkeeping -----------------------------------------------------
 

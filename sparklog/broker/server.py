@@ -1,20 +1,45 @@
-"""The broker's TCP front end: Kafka framing over asyncio ``BufferedProtocol``.
+"""The broker's TCP front end: Kafka framing over asyncio ``BufferedProtocol``, and the
+lifetime of everything a connection holds.
 
 Why BufferedProtocol: measured here, a streams server handles ~90 k small frames/s and
 ~370 MiB/s of 1 MiB frames, a BufferedProtocol one ~200 k frames/s and ~1.1 GiB/s. The
-kernel copies straight into buffers we own: small frames land in one preallocated staging
-buffer, and a large frame gets a buffer of exactly its size (allocated only after its size
-passed ``socket.request.max.bytes``), which the produce path then stamps in place and hands
-to storage without another copy.
+kernel copies straight into buffers we own: every read lands in one staging buffer the
+server shares between its connections (reads never interleave: asyncio calls
+``get_buffer``, ``recv_into`` and ``buffer_updated`` back to back), and each complete frame
+is copied out of it into a buffer of its own. A frame still incomplete at the end of a read
+gets a buffer of exactly its size (allocated only after its size passed
+``socket.request.max.bytes``) that the following reads fill directly, so a 1 MiB produce
+request is received without another copy. The produce path hands its record bytes to
+storage as views of that buffer: storage stamps a copy of each batch's 61-byte header and
+writes it with the untouched record bytes in one ``pwritev``.
 
 Ordering: Kafka promises that responses on one connection come back in request order.
-Each connection runs one worker task that processes its queued frames one at a time (as
-Kafka's muted channel does); clients may pipeline up to ``queued.max.requests`` frames,
-beyond that the connection stops reading until the worker catches up.
+Each connection processes its frames one at a time (as Kafka's muted channel does).
+
+Bounds, whatever a client sends:
+
+- In flight per connection: at most ``queued.max.requests`` frames read and not yet
+  answered (and ``_MAX_QUEUED_BYTES`` of them). Past that the connection is not read until
+  earlier ones are answered; frames already received stay unsplit, further ones stay in
+  the kernel's socket buffers.
+- Between reads a connection keeps at most a size prefix (< 4 bytes) or one incomplete
+  frame (<= ``socket.request.max.bytes``): an idle connection costs no buffer.
+- Parked requests (long polls, acks=all waits): at most ``purgatory.max.requests``
+  broker-wide, and only while their connection is open (``delayed.py``).
+- Idle connections: no byte read or written for ``connections.max.idle.ms`` closes a
+  connection whose requests are answered, parked, or waiting for the client to read
+  (Kafka's rule: a parked request is no activity); a request being processed is.
+
+Lifetime: a connection that goes away (closed by the client, by us, or idle) leaves
+nothing behind, whatever it sent - a valid request, a malformed frame, half a frame:
+``connection_lost`` drops its queue and partial frame, cancels its parked requests and its
+worker, and the server forgets it. A client that half-closes (EOF) has the requests it
+already sent answered (parked ones at once, with what they have), then the connection
+closes.
 
 Responses are lists of chunks: ``bytes`` and external file slices (``path``, ``position``,
-``size``; see ``fileslice.py``) so that fetch responses go out
-with ``os.sendfile`` after the bytes preceding them have been flushed.
+``size``; see ``fileslice.py``) so that fetch responses go out with ``os.sendfile`` after
+the bytes preceding them have been flushed.
 """
 
 from __future__ import annotations
@@ -24,27 +49,32 @@ import functools
 import logging
 import socket
 import struct
+import sys
 import types
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Generator
 from typing import Any
 
-from sparklog.broker.fileslice import send_external
+from sparklog.broker.delayed import ParkedOperations, Purgatory, Waiters
+from sparklog.broker.fileslice import FileSlice, SliceChain, send_external
 
 log = logging.getLogger(__name__)
 
-__all__ = ["KafkaServer", "Connection", "CloseConnection"]
+__all__ = ["KafkaServer", "Connection", "CloseConnection", "Chunk"]
 
 _SIZE = struct.Struct(">i")
 _STAGING_BYTES = 256 * 1024
-# A frame at least this big gets its own buffer the kernel fills directly; smaller frames are
-# copied out of the staging buffer (one small copy beats one allocation per frame).
-_DIRECT_FRAME_BYTES = 32 * 1024
 _MAX_QUEUED_BYTES = 128 * 1024 * 1024
+_MAX_LOGGED_KINDS = 1024
+_LISTEN_BACKLOG = 1024
+
+# one piece of a response: bytes, or a file range sent with sendfile
+Chunk = bytes | bytearray | memoryview | FileSlice | SliceChain
+Response = list[Chunk] | None
 
 
 @types.coroutine
-def _resume(coro: Any, first: Any) -> Any:
+def _resume(coro: Coroutine[Any, Any, Response], first: Any) -> Generator[Any, Any, Response]:
     """Continue a coroutine that was started by hand (``coro.send(None)`` yielded ``first``)
     inside a Task: the Task drives this generator exactly as it would drive ``coro``."""
     value = first
@@ -71,13 +101,14 @@ class CloseConnection(Exception):  # noqa: N818 - a signal, not an error conditi
     cannot or will not parse: unknown API key, unsupported version, garbage)."""
 
 
-# process(connection, frame) -> chunks (bytes and file slices, the response without its size
-# prefix) or None when the request gets no response (acks=0 produce).
-Processor = Callable[["Connection", bytearray], Awaitable[list[Any] | None]]
+# process(connection, frame) -> chunks (the response without its size prefix) or None when
+# the request gets no response (acks=0 produce).
+Processor = Callable[["Connection", bytearray], Coroutine[Any, Any, Response]]
 
 
 class Connection(asyncio.BufferedProtocol):
-    """One client connection: framing, in-order processing, ordered writes."""
+    """One client connection: framing, in-order processing, ordered writes, and the
+    requests it has parked."""
 
     def __init__(self, server: KafkaServer) -> None:
         self.server = server
@@ -86,31 +117,31 @@ class Connection(asyncio.BufferedProtocol):
         self.client_port = 0
         self.transport: asyncio.Transport | None = None
         self.closed = False
-        # staging buffer for small frames
-        self._staging = bytearray(_STAGING_BYTES)
-        self._staging_view = memoryview(self._staging)
-        self._start = 0  # first unconsumed byte in staging
-        self._end = 0  # one past the last received byte in staging
-        # a large frame being received directly into its own buffer
+        # Between reads at most one of these holds bytes: the start of a size prefix, a
+        # frame being received into its own buffer, or frames not split yet because the
+        # in-flight bound was reached.
+        self._head = b""
         self._direct: bytearray | None = None
         self._direct_view: memoryview | None = None
         self._direct_filled = 0
-        # request queue and worker
+        self._held = b""
+        # frames read and not processed yet, and the task processing them
         self._queue: deque[bytearray] = deque()
         self._queued_bytes = 0
         self._worker: asyncio.Task[None] | None = None
         self._reading_paused = False
         self._write_ready: asyncio.Future[None] | None = None
         self._eof = False
+        self._parked = ParkedOperations()
         self.last_active = 0.0
-        self._quickack: Any = None
+        self._quickack: Callable[[], None] | None = None
 
     # -- asyncio callbacks --------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
-        self.last_active = asyncio.get_running_loop().time()
+        self.last_active = self.server.now()
         peer = transport.get_extra_info("peername")
         if peer:
             self.client_host, self.client_port = peer[0], peer[1]
@@ -123,12 +154,11 @@ class Connection(asyncio.BufferedProtocol):
             # Producers with Nagle on (librdkafka's default) hold the tail of each request
             # until the data before it is ACKed; a delayed ACK from us stalls them for up
             # to 40 ms per request. Quick ACKs keep their pipeline moving.
-            quickack = getattr(socket, "TCP_QUICKACK", None)
-            if quickack is not None:
+            if sys.platform == "linux":
                 try:
-                    sock.setsockopt(socket.IPPROTO_TCP, quickack, 1)
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK, 1)
                     self._quickack = functools.partial(sock.setsockopt, socket.IPPROTO_TCP,
-                                                       quickack, 1)
+                                                       socket.TCP_QUICKACK, 1)
                 except OSError:
                     pass
         # keep the transport's own buffering modest so backpressure reaches us early
@@ -140,7 +170,7 @@ class Connection(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.server._connections.discard(self)
-        self._queue.clear()
+        self._release()
         if self._write_ready is not None and not self._write_ready.done():
             self._write_ready.set_result(None)
         if self._worker is not None and not self._worker.done():
@@ -157,9 +187,10 @@ class Connection(asyncio.BufferedProtocol):
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._direct_view is not None:
             return self._direct_view[self._direct_filled :]
-        if self._end == len(self._staging):
-            self._compact()
-        return self._staging_view[self._end :]
+        head = len(self._head)
+        if head:
+            self.server._staging[:head] = self._head
+        return self.server._staging_view[head:]
 
     def buffer_updated(self, nbytes: int) -> None:
         if self.closed:
@@ -180,32 +211,30 @@ class Connection(asyncio.BufferedProtocol):
                 self._direct_filled = 0
                 self._enqueue(frame)
             return
-        self._end += nbytes
-        self._split_frames()
+        self._split_frames(self.server._staging_view, len(self._head) + nbytes)
 
     def eof_received(self) -> bool | None:
-        # The client finished sending: answer what it already sent, then close.
+        # The client finished sending: answer what it already sent (parked requests at
+        # once), then close.
         self._eof = True
-        if self._worker is None and not self._queue:
+        if not self.busy:
             return False
+        self._parked.expire()
         return True
 
     # -- framing ------------------------------------------------------------------------
 
-    def _compact(self) -> None:
-        pending = self._end - self._start
-        if self._start:
-            self._staging[:pending] = self._staging[self._start : self._end]
-        self._start, self._end = 0, pending
-
-    def _split_frames(self) -> None:
-        staging = self._staging
+    def _split_frames(self, buf: memoryview, end: int) -> None:
+        """Queue the complete frames in ``buf[:end]`` and keep what follows them."""
         max_bytes = self.server.max_request_bytes
-        while not self.closed:
-            avail = self._end - self._start
-            if avail < 4:
-                break
-            (size,) = _SIZE.unpack_from(staging, self._start)
+        start = 0
+        while end - start >= 4 and not self.closed:
+            if self._reading_paused:
+                # in-flight bound reached: the rest is split once earlier requests answered
+                self._held = bytes(buf[start:end])
+                self._head = b""
+                return
+            (size,) = _SIZE.unpack_from(buf, start)
             if size < 8 or size > max_bytes:
                 # checked before any allocation: a hostile size prefix costs nothing
                 self._log_once(
@@ -220,41 +249,49 @@ class Connection(asyncio.BufferedProtocol):
                 )
                 self.close()
                 return
-            if avail >= 4 + size:
-                begin = self._start + 4
-                self._start = begin + size
-                self._enqueue(bytearray(self._staging_view[begin : begin + size]))
+            begin = start + 4
+            if end - begin >= size:
+                start = begin + size
+                self._enqueue(bytearray(buf[begin:start]))
                 continue
-            if size >= _DIRECT_FRAME_BYTES or size + 4 > len(staging):
-                have = avail - 4
-                frame = bytearray(size)
-                frame[:have] = self._staging_view[self._start + 4 : self._end]
-                self._start = self._end = 0
-                self._direct = frame
-                self._direct_view = memoryview(frame)
-                self._direct_filled = have
-                return
-            # small frame still incomplete: make room if it would not fit
-            if self._start + 4 + size > len(staging):
-                self._compact()
-            break
-        if self._start == self._end:
-            self._start = self._end = 0
+            # incomplete: the following reads go straight into the frame's own buffer
+            have = end - begin
+            frame = bytearray(size)
+            frame[:have] = buf[begin:end]
+            self._direct = frame
+            self._direct_view = memoryview(frame)
+            self._direct_filled = have
+            self._head = b""
+            return
+        self._head = b"" if self.closed else bytes(buf[start:end])
 
     def _enqueue(self, frame: bytearray) -> None:
         self._queue.append(frame)
         self._queued_bytes += len(frame)
-        if (
-            len(self._queue) >= self.server.max_queued_requests
-            or self._queued_bytes >= _MAX_QUEUED_BYTES
-        ) and not self._reading_paused and self.transport is not None:
-            self._reading_paused = True
-            self.transport.pause_reading()
         if self._worker is None:
-            if len(self._queue) == 1 and not self.closed:
+            if len(self._queue) == 1:
                 self._run_inline()
             else:
                 self._worker = asyncio.get_running_loop().create_task(self._work())
+        if self._reading_paused or self.transport is None or self.closed:
+            return
+        if (len(self._queue) + (self._worker is not None) >= self.server.max_queued_requests
+                or self._queued_bytes >= _MAX_QUEUED_BYTES):
+            self._reading_paused = True
+            self.transport.pause_reading()
+
+    def _maybe_resume_reading(self) -> None:
+        """Read again once the requests in flight fell to half the bound."""
+        in_flight = len(self._queue) + 1  # the one being processed
+        if (in_flight > self.server.max_queued_requests // 2
+                or self._queued_bytes >= _MAX_QUEUED_BYTES // 2):
+            return
+        self._reading_paused = False
+        held, self._held = self._held, b""
+        if held:
+            self._split_frames(memoryview(held), len(held))
+        if not self._reading_paused and not self.closed and self.transport is not None:
+            self.transport.resume_reading()
 
     # -- processing ---------------------------------------------------------------------
 
@@ -288,7 +325,7 @@ class Connection(asyncio.BufferedProtocol):
             return
         self._worker = asyncio.get_running_loop().create_task(self._finish(_resume(coro, first), None))
 
-    async def _finish(self, pending: Any, chunks: list[Any] | None) -> None:
+    async def _finish(self, pending: Awaitable[Response] | None, chunks: Response) -> None:
         """Complete an inline request that had to wait, then serve the queue."""
         try:
             if pending is not None:
@@ -313,7 +350,7 @@ class Connection(asyncio.BufferedProtocol):
         elif self._eof and not self.closed:
             self.close()
 
-    def _write_bytes(self, chunks: list[Any]) -> None:
+    def _write_bytes(self, chunks: list[bytes | bytearray | memoryview]) -> None:
         transport = self.transport
         assert transport is not None
         total = sum(len(c) for c in chunks)
@@ -334,10 +371,8 @@ class Connection(asyncio.BufferedProtocol):
             while queue and not self.closed:
                 frame = queue.popleft()
                 self._queued_bytes -= len(frame)
-                if self._reading_paused and len(queue) < self.server.max_queued_requests // 2:
-                    self._reading_paused = False
-                    if self.transport is not None and not self.closed:
-                        self.transport.resume_reading()
+                if self._reading_paused:
+                    self._maybe_resume_reading()
                 try:
                     chunks = await process(self, frame)
                 except CloseConnection:
@@ -361,7 +396,7 @@ class Connection(asyncio.BufferedProtocol):
             elif self._eof and not self.closed:
                 self.close()
 
-    async def _write(self, chunks: list[Any]) -> None:
+    async def _write(self, chunks: list[Chunk]) -> None:
         transport = self.transport
         assert transport is not None
         total = 0
@@ -403,26 +438,53 @@ class Connection(asyncio.BufferedProtocol):
         if fut is not None and not fut.done():
             await fut
 
+    # -- parking ------------------------------------------------------------------------
+
+    def park(self, waiters: Collection[Waiters], timeout_s: float) -> Awaitable[bool]:
+        """Park the request being processed until one of ``waiters`` wakes (True) or
+        ``timeout_s`` passes (False); see ``Purgatory.park``. The connection closing
+        cancels it; the client half-closing or the server closing expires it."""
+        return self.server.purgatory.park(self._parked, waiters, timeout_s)
+
     # -- helpers ------------------------------------------------------------------------
 
-    def _log_once(self, key: str, level: int, msg: str, *args: Any) -> None:
+    def _log_once(self, key: str, level: int, msg: str, *args: object) -> None:
         self.server.log_once(key, level, msg, *args)
+
+    def _release(self) -> None:
+        """Drop everything held for requests that will never be answered."""
+        self._queue.clear()
+        self._queued_bytes = 0
+        self._head = self._held = b""
+        self._direct = self._direct_view = None
+        self._parked.cancel()
 
     def close(self) -> None:
         if not self.closed:
             self.closed = True
-            self._queue.clear()
+            self._release()
             if self.transport is not None:
                 self.transport.close()
 
     def abort(self) -> None:
+        """Close without flushing what the client has not read yet."""
         self.closed = True
+        self._release()
         if self.transport is not None:
             self.transport.abort()
 
     @property
+    def busy(self) -> bool:
+        """Requests were read that are not answered yet."""
+        return self._worker is not None or bool(self._queue) or bool(self._held)
+
+    @property
     def idle(self) -> bool:
-        return self._worker is None and not self._queue
+        """Nothing is being done for this connection until its client acts: no request in
+        flight, or the one in flight is parked or waits for the client to read."""
+        if not self.busy:
+            return True
+        return bool(self._parked) or (self._write_ready is not None and not self._write_ready.done())
 
 
 class KafkaServer:
@@ -439,6 +501,7 @@ class KafkaServer:
         send_buffer_bytes: int = -1,
         receive_buffer_bytes: int = -1,
         connections_max_idle_ms: int = 600_000,
+        max_parked_requests: int = 10_000,
     ) -> None:
         self.process = process
         self.host = host
@@ -448,12 +511,16 @@ class KafkaServer:
         self.send_buffer_bytes = send_buffer_bytes
         self.receive_buffer_bytes = receive_buffer_bytes
         self.connections_max_idle_ms = connections_max_idle_ms
+        self.purgatory = Purgatory(max_parked_requests)
+        # every connection reads into this buffer (see the module docstring)
+        self._staging = bytearray(_STAGING_BYTES)
+        self._staging_view = memoryview(self._staging)
         self._reaper: asyncio.Task[None] | None = None
         self.closing = False
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[Connection] = set()
         self._conn_seq = 0
-        self._logged: dict[str, int] = {}
+        self._logged: set[str] = set()
 
     def now(self) -> float:
         return asyncio.get_running_loop().time()
@@ -462,12 +529,15 @@ class KafkaServer:
         self._conn_seq += 1
         return self._conn_seq
 
-    def log_once(self, key: str, level: int, msg: str, *args: Any) -> None:
+    def log_once(self, key: str, level: int, msg: str, *args: object) -> None:
         """Log the first occurrence of a kind of bad input at ``level``, later ones at DEBUG
-        (a misbehaving client must not be able to flood the log)."""
-        n = self._logged.get(key, 0)
-        self._logged[key] = n + 1
-        log.log(level if n == 0 else logging.DEBUG, msg, *args)
+        (a misbehaving client must not be able to flood the log). Kinds carry values from
+        the wire (API keys, versions), so only the first ``_MAX_LOGGED_KINDS`` are
+        remembered; later new kinds log at DEBUG."""
+        first = key not in self._logged and len(self._logged) < _MAX_LOGGED_KINDS
+        if first:
+            self._logged.add(key)
+        log.log(level if first else logging.DEBUG, msg, *args)
 
     @property
     def connections(self) -> set[Connection]:
@@ -483,29 +553,37 @@ class KafkaServer:
         if self.send_buffer_bytes > 0:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer_bytes)
         sock.bind((self.host, self.port))
-        sock.listen(1024)
         sock.setblocking(False)
-        self._server = await loop.create_server(lambda: Connection(self), sock=sock)
+        # the backlog is set here (create_server listens again with its own, 100 by default)
+        self._server = await loop.create_server(lambda: Connection(self), sock=sock,
+                                                backlog=_LISTEN_BACKLOG)
         self.port = sock.getsockname()[1]
         if self.connections_max_idle_ms > 0:
             self._reaper = loop.create_task(self._reap_idle())
         log.info("listening on %s:%d", self.host, self.port)
 
     async def _reap_idle(self) -> None:
-        """Close connections with no traffic for ``connections.max.idle.ms`` (a request
-        still being processed, e.g. a long poll, keeps its connection alive)."""
+        """Drop connections without traffic for ``connections.max.idle.ms`` that are
+        ``idle`` (a request being processed keeps its connection, a parked one does not),
+        and connections closed that long ago whose client never read what was left."""
         idle_s = self.connections_max_idle_ms / 1000
         while not self.closing:
             await asyncio.sleep(min(max(idle_s / 4, 0.05), 30.0))
-            now = self.now()
-            for c in list(self._connections):
-                if c.idle and not c.closed and now - c.last_active > idle_s:
-                    log.debug("closing idle connection %s from %s", c.connection_id, c.client_host)
-                    c.close()
+            self._drop_idle(self.now() - idle_s)
+
+    def _drop_idle(self, quiet_since: float) -> None:
+        # not inline in _reap_idle: its loop variable would keep the last connection
+        # alive while the reaper sleeps
+        for c in list(self._connections):
+            if c.last_active < quiet_since and (c.idle or c.closed):
+                log.debug("dropping idle connection %s from %s", c.connection_id, c.client_host)
+                c.abort()
 
     async def close(self, grace_s: float = 5.0) -> None:
-        """Stop accepting, let workers finish what they are processing, then close."""
+        """Stop accepting, answer parked requests now, let workers finish what they are
+        processing, then close."""
         self.closing = True
+        self.purgatory.close()
         if self._reaper is not None:
             self._reaper.cancel()
         if self._server is not None:
@@ -519,7 +597,7 @@ class KafkaServer:
                     pass
         loop = asyncio.get_running_loop()
         deadline = loop.time() + grace_s
-        while any(not c.idle and not c.closed for c in conns) and loop.time() < deadline:
+        while any(c.busy and not c.closed for c in conns) and loop.time() < deadline:
             await asyncio.sleep(0.01)
         for c in conns:
             c.close()

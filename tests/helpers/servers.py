@@ -1,7 +1,8 @@
 """``sparklog server`` as a child process, the way an operator runs it.
 
 For tests of what only a separate process shows: SIGTERM and SIGKILL, restarts on the same
-data directory and port, the console script's own output. (A broker inside the test process
+data directory and port, the console script's own output, the memory and descriptors the
+server holds. (A broker inside the test process
 is ``sparklog.cluster.embedded.EmbeddedCluster``; the ``cluster`` fixture runs one.)
 The server listens on 127.0.0.1 at a port the caller picks (``tests.helpers.net.free_port``)
 so that a restart can come back on the same address. Whoever starts one stops it: the
@@ -10,6 +11,7 @@ fixtures that hand them out kill what is still running at teardown.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -69,6 +71,20 @@ class ServerProcess:
             rc = self.proc.wait(10)
         self.proc = None
         return rc
+
+    def rss_bytes(self) -> int:
+        """Resident set size of the server process (VmRSS in /proc/<pid>/status)."""
+        assert self.proc is not None
+        with open(f"/proc/{self.proc.pid}/status") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+        raise RuntimeError("no VmRSS")
+
+    def open_fds(self) -> int:
+        """File descriptors the server process holds open (sockets, segment files...)."""
+        assert self.proc is not None
+        return len(os.listdir(f"/proc/{self.proc.pid}/fd"))
 
     def kill(self) -> None:
         """SIGKILL: a crash, nothing flushed or checkpointed."""

@@ -6,18 +6,24 @@ client treats as "sessionless" and answers with full fetches. A request that tri
 continue a session (id != 0) gets FETCH_SESSION_ID_NOT_FOUND, so it starts over.
 Follower fetches (replica_id >= 0) read up to the log end offset and report the follower's
 position to the replica manager, which is where the HW of a replicated partition moves.
+
+A fetch that found fewer than ``min_bytes`` parks on its connection (``delayed.py``) and
+reads again whenever one of its partitions changes, until it has enough, ``max_wait_ms``
+passed, or the connection ends: a closed connection cancels it, a half-closed one or a
+full purgatory has it answered at once with what it read.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
 
-from sparklog.broker.delayed import wait_any
-from sparklog.broker.dispatch import ApiKey, RequestContext, api_spec, register
+from sparklog.broker.dispatch import RequestContext, register
 from sparklog.broker.fileslice import as_records
+from sparklog.broker.replica_manager import Partition
+from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.errors import ErrorCode, KafkaError, OffsetOutOfRangeError
+from sparklog.protocol.messages.fetch import FetchRequest, FetchResponse
 
 log = logging.getLogger(__name__)
 
@@ -25,17 +31,19 @@ READ_COMMITTED = 1
 
 
 class _PartitionFetch:
-    __slots__ = ("topic", "req", "resp", "partition", "done_error")
+    """One partition of the request, its response, and the partition it read last pass."""
 
-    def __init__(self, topic: str, req: Any, resp: Any) -> None:
+    __slots__ = ("topic", "req", "resp", "partition")
+
+    def __init__(self, topic: str, req: FetchRequest.FetchPartition,
+                 resp: FetchResponse.PartitionData) -> None:
         self.topic = topic
         self.req = req
         self.resp = resp
-        self.partition: Any = None
-        self.done_error = False
+        self.partition: Partition | None = None
 
 
-def _read_pass(ctx: RequestContext, entries: list[_PartitionFetch], request: Any,
+def _read_pass(ctx: RequestContext, entries: list[_PartitionFetch], request: FetchRequest,
                follower: bool) -> tuple[int, bool]:
     """Fill every entry's response; returns (bytes read, any error)."""
     rm = ctx.broker.replica_manager
@@ -55,7 +63,7 @@ def _read_pass(ctx: RequestContext, entries: list[_PartitionFetch], request: Any
             e.partition = p
             plog = p.log
             hw = plog.high_watermark
-            lso = getattr(plog, "last_stable_offset", hw)
+            lso = plog.last_stable_offset
             leo = plog.log_end_offset
             start = plog.log_start_offset
             resp.error_code = 0
@@ -73,12 +81,12 @@ def _read_pass(ctx: RequestContext, entries: list[_PartitionFetch], request: Any
                 raise OffsetOutOfRangeError(
                     f"{e.topic}-{r.partition}: offset {r.fetch_offset} outside [{start}, {leo}]"
                 )
-            last_epoch = getattr(r, "last_fetched_epoch", -1)
+            last_epoch = r.last_fetched_epoch
             if last_epoch >= 0:
                 # KIP-320/595: the fetcher's log may have diverged from ours at an epoch end
                 epoch, end = plog.end_offset_for_epoch(last_epoch)
                 if epoch != last_epoch or end < r.fetch_offset:
-                    resp.diverging_epoch = type(resp.diverging_epoch)(epoch=epoch, end_offset=end)
+                    resp.diverging_epoch = FetchResponse.EpochEndOffset(epoch=epoch, end_offset=end)
                     continue
             if r.fetch_offset >= max_offset or budget <= 0:
                 continue
@@ -103,12 +111,11 @@ def _read_pass(ctx: RequestContext, entries: list[_PartitionFetch], request: Any
 
 
 @register(ApiKey.FETCH, 4, 13)
-async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
-    resp_cls = api_spec(ApiKey.FETCH).response
-    TopicResp, PartResp = resp_cls.FetchableTopicResponse, resp_cls.PartitionData
+async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     if ctx.api_version >= 7 and request.session_id != 0:
-        return resp_cls(throttle_time_ms=0, error_code=int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND),
-                        session_id=0, responses=[])
+        return FetchResponse(throttle_time_ms=0,
+                             error_code=int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND),
+                             session_id=0, responses=[])
     follower = request.replica_id >= 0
     by_id = ctx.api_version >= 13  # topics are named by id from v13 on
     ctrl = ctx.broker.controller
@@ -121,30 +128,31 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Any:
             name = info.name if info is not None else None
         parts = []
         for r in t.partitions:
-            pr = PartResp(partition_index=r.partition, error_code=0, high_watermark=-1,
-                          last_stable_offset=-1, log_start_offset=-1, records=b"")
+            pr = FetchResponse.PartitionData(partition_index=r.partition, error_code=0,
+                                             high_watermark=-1, last_stable_offset=-1,
+                                             log_start_offset=-1, records=b"")
             parts.append(pr)
             if name is None:
                 pr.error_code = int(ErrorCode.UNKNOWN_TOPIC_ID)
                 continue
             entries.append(_PartitionFetch(name, r, pr))
-        responses.append(TopicResp(topic=name or "", topic_id=getattr(t, "topic_id", bytes(16)),
-                                   partitions=parts))
+        responses.append(FetchResponse.FetchableTopicResponse(topic=name or "",
+                                                              topic_id=t.topic_id,
+                                                              partitions=parts))
 
     total, any_error = _read_pass(ctx, entries, request, follower)
-    if total < request.min_bytes and not any_error and request.max_wait_ms > 0 and entries:
+    conn = ctx.connection
+    if (total < request.min_bytes and not any_error and request.max_wait_ms > 0 and entries
+            and conn is not None):
+        # Long poll: parked until a partition changes, max_wait_ms passes, or the
+        # connection ends (which cancels this handler where it awaits).
         loop = asyncio.get_running_loop()
         deadline = loop.time() + request.max_wait_ms / 1000
         while True:
-            remaining = deadline - loop.time()
             waiters = [e.partition.waiters for e in entries if e.partition is not None]
-            if remaining <= 0 or not waiters or ctx.broker.stopping:
+            if not await conn.park(waiters, deadline - loop.time()):
                 break
-            if not await wait_any(waiters, remaining):
-                break
-            if ctx.connection is not None and ctx.connection.closed:
-                return None
             total, any_error = _read_pass(ctx, entries, request, follower)
             if total >= request.min_bytes or any_error:
                 break
-    return resp_cls(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)
+    return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)

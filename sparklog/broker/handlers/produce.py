@@ -4,30 +4,51 @@ Advertised from v0 (old librdkafka only compresses when the range contains Produ
 served from v3, the first version that carries RecordBatch v2; v0-v2 get UNSUPPORTED_VERSION
 per partition, as Kafka 4 does. acks=0 gets no response at all; if such a request fails,
 the connection is closed, which is the only way Kafka can tell an acks=0 producer.
+
+acks=all parks on the connection (``delayed.py``) until the high watermark of every
+partition it wrote passed its last offset; partitions still short when ``timeout_ms`` runs
+out, or when the client half-closed, get REQUEST_TIMED_OUT (the records stay appended, as
+in Kafka). A closed connection cancels the wait.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from typing import Any
 
-from sparklog.broker.dispatch import ApiKey, RequestContext, api_spec, register
-from sparklog.broker.server import CloseConnection
+from sparklog.broker.dispatch import RequestContext, register
+from sparklog.broker.replica_manager import Partition
+from sparklog.broker.server import CloseConnection, Connection
+from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.batch_header import LOG_OVERHEAD, batch_size
 from sparklog.protocol.errors import ErrorCode, KafkaError
+from sparklog.protocol.messages.produce import ProduceRequest, ProduceResponse
 
 log = logging.getLogger(__name__)
 
 MIN_SERVED_VERSION = 3
 
 
+async def _wait_replicated(conn: Connection | None, waits: list[tuple[Partition, int]],
+                           timeout_ms: int) -> set[tuple[str, int]]:
+    """Park until every partition's HW passed its offset; the partitions still short."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_ms / 1000
+    pending = [(p, off) for p, off in waits if p.log.high_watermark <= off]
+    while pending and conn is not None:
+        if not await conn.park([p.waiters for p, _ in pending], deadline - loop.time()):
+            break
+        pending = [(p, off) for p, off in pending if p.log.high_watermark <= off]
+    return {(p.topic, p.partition) for p, off in pending if p.log.high_watermark <= off}
+
+
 @register(ApiKey.PRODUCE, 0, 10)
-async def handle_produce(ctx: RequestContext, request: Any) -> Any:
+async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
     broker = ctx.broker
     rm = broker.replica_manager
     acks = request.acks
-    resp_cls = api_spec(ApiKey.PRODUCE).response
-    TopicResp, PartResp = resp_cls.TopicProduceResponse, resp_cls.PartitionProduceResponse
+    TopicResp = ProduceResponse.TopicProduceResponse
+    PartResp = ProduceResponse.PartitionProduceResponse
 
     whole_error: int | None = None
     if ctx.api_version < MIN_SERVED_VERSION:
@@ -39,7 +60,7 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any:
         whole_error = int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
 
     responses = []
-    waits = []
+    waits: list[tuple[Partition, int]] = []
     failed = False
     for t in request.topic_data:
         parts = []
@@ -85,10 +106,10 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any:
         if failed:
             raise CloseConnection()
         return None
-    if waits and not await rm.wait_replicated(waits, max(0, request.timeout_ms)):
-        late = {(p.topic, p.index) for p, off in waits if p.log.high_watermark <= off}
+    if waits:
+        late = await _wait_replicated(ctx.connection, waits, max(0, request.timeout_ms))
         for tr in responses:
             for pr in tr.partition_responses:
                 if (tr.name, pr.index) in late and pr.error_code == 0:
                     pr.error_code = int(ErrorCode.REQUEST_TIMED_OUT)
-    return resp_cls(responses=responses, throttle_time_ms=0)
+    return ProduceResponse(responses=responses, throttle_time_ms=0)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from sparklog.broker.delayed import Purgatory
 from sparklog.broker.replica_manager import ReplicaManager
 from sparklog.protocol.errors import (
     FencedLeaderEpochError,
@@ -134,15 +135,19 @@ def test_acks_all_waits_for_the_isr(logs: ManagedLogs) -> None:
     lead(rm, "t", replicas=[NODE, 2])
     p = rm.leader_partition("t", 0)
 
-    async def main() -> tuple[bool, bool]:
+    async def main() -> tuple[bool, int, bool, int]:
         res = rm.append("t", 0, batch(b"a"), acks=-1)
-        timed_out = await rm.wait_replicated([(p, res.last_offset)], 20)
-        waiting = asyncio.ensure_future(rm.wait_replicated([(p, res.last_offset)], 5000))
+        purgatory = Purgatory(10)
+        # the HW stays below the appended offset until the ISR has it: a parked acks=all
+        # request times out
+        timed_out = await purgatory.park(None, [p.waiters], 0.02)
+        hw_before = p.log.high_watermark
+        waiting = asyncio.ensure_future(purgatory.park(None, [p.waiters], 5))
         await asyncio.sleep(0)
-        rm.record_follower_fetch(p, 2, res.last_offset + 1)
-        return timed_out, await waiting
+        rm.record_follower_fetch(p, 2, res.last_offset + 1)  # wakes the partition's waiters
+        return timed_out, hw_before, await waiting, p.log.high_watermark
 
-    assert asyncio.run(main()) == (False, True)
+    assert asyncio.run(main()) == (False, 0, True, 1)
 
 
 def test_internal_appends_skip_the_client_checks_but_not_the_size_limit(

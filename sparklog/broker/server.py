@@ -319,9 +319,7 @@ class Connection(asyncio.BufferedProtocol):
             self.close()
             return
         except Exception:
-            log.exception("connection %s from %s: unexpected error; closing it",
-                          self.connection_id, self.client_host)
-            self.close()
+            self._fail()
             return
         self._worker = asyncio.get_running_loop().create_task(self._finish(_resume(coro, first), None))
 
@@ -339,9 +337,7 @@ class Connection(asyncio.BufferedProtocol):
         except asyncio.CancelledError:
             raise
         except Exception:
-            log.exception("connection %s from %s: unexpected error; closing it",
-                          self.connection_id, self.client_host)
-            self.close()
+            self._fail()
             return
         finally:
             self._worker = None
@@ -349,6 +345,12 @@ class Connection(asyncio.BufferedProtocol):
             self._worker = asyncio.get_running_loop().create_task(self._work())
         elif self._eof and not self.closed:
             self.close()
+
+    def _fail(self) -> None:
+        """A bug in serving a request (not the client's input): log it and close."""
+        log.exception("connection %s from %s: unexpected error; closing it",
+                      self.connection_id, self.client_host)
+        self.close()
 
     def _write_bytes(self, chunks: list[bytes | bytearray | memoryview]) -> None:
         transport = self.transport
@@ -385,9 +387,7 @@ class Connection(asyncio.BufferedProtocol):
         except asyncio.CancelledError:
             raise
         except Exception:
-            log.exception("connection %s from %s: unexpected error; closing it",
-                          self.connection_id, self.client_host)
-            self.close()
+            self._fail()
         finally:
             self._worker = None
             if queue and not self.closed:

@@ -36,15 +36,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
     ls = sub.add_parser("list", help="list topic names")
     add_common(ls)
-    ls.add_argument("--exclude-internal", action="store_true",
-                    help="leave out internal topics (__consumer_offsets, ...)")
+    _add_exclude_internal(ls)
     ls.set_defaults(func=wrap(_list))
 
     d = sub.add_parser("describe", help="partitions, leaders, replicas, ISR and configs")
     add_common(d)
     d.add_argument("--topic", default=None, help="the topic to describe (default: all)")
-    d.add_argument("--exclude-internal", action="store_true",
-                   help="leave out internal topics (__consumer_offsets, ...)")
+    _add_exclude_internal(d)
     d.set_defaults(func=wrap(_describe))
 
     a = sub.add_parser("alter", help="add partitions or change configs")
@@ -65,6 +63,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="succeed without changes when the topic does not exist")
     x.set_defaults(func=wrap(_delete))
     return p
+
+
+def _add_exclude_internal(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--exclude-internal", action="store_true",
+                   help="leave out internal topics (__consumer_offsets, ...)")
 
 
 def _create(args: argparse.Namespace) -> int:

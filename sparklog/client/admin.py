@@ -395,22 +395,27 @@ class AdminClient(SyncClient):
         return self._call(go())
 
 
+# The sentences the admin client puts on the errors it raises, as Kafka's tools word them.
+_ERROR_SENTENCES = {
+    ErrorCode.TOPIC_ALREADY_EXISTS: "Topic '{}' already exists.",
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "Topic '{}' does not exist.",
+    ErrorCode.NON_EMPTY_GROUP: "Group '{}' is not empty.",
+    ErrorCode.GROUP_ID_NOT_FOUND: "Group '{}' does not exist.",
+}
+
+
 def _topic_error(code: int, name: str) -> str:
-    ec = ErrorCode.for_code(code)
-    if ec == ErrorCode.TOPIC_ALREADY_EXISTS:
-        return f"Topic '{name}' already exists."
-    if ec == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-        return f"Topic '{name}' does not exist."
-    return f"{ec.name} for '{name}'"
+    return _error_sentence(code, name, "")
 
 
 def _group_error(code: int, name: str) -> str:
+    return _error_sentence(code, name, "group ")
+
+
+def _error_sentence(code: int, name: str, kind: str) -> str:
     ec = ErrorCode.for_code(code)
-    if ec == ErrorCode.NON_EMPTY_GROUP:
-        return f"Group '{name}' is not empty."
-    if ec == ErrorCode.GROUP_ID_NOT_FOUND:
-        return f"Group '{name}' does not exist."
-    return f"{ec.name} for group '{name}'"
+    sentence = _ERROR_SENTENCES.get(ec)
+    return sentence.format(name) if sentence else f"{ec.name} for {kind}'{name}'"
 
 
 _ = KafkaError

@@ -224,6 +224,13 @@ def _err(option: str, value: object, problem: str, fix: str) -> OptionError:
     return OptionError(f"Invalid option '{option}' = {shown}: {problem}. Fix: {fix}.")
 
 
+def _reject_present(opts: dict[str, str], names: tuple[str, ...], problem: str, fix: str) -> None:
+    """Options that have no meaning here: the first one given is an error."""
+    for name in names:
+        if name.lower() in opts:
+            raise _err(name, opts[name.lower()], problem, fix)
+
+
 def _bool(opts: dict[str, str], name: str, default: bool) -> bool:
     raw = opts.get(name.lower())
     if raw is None:
@@ -533,14 +540,11 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
     ending = _bound(opts, "ending")
 
     if streaming:
-        for name in ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp"):
-            if name.lower() in opts:
-                raise _err(
-                    name,
-                    opts[name.lower()],
-                    "ending offsets are not valid in streaming queries",
-                    "remove it, or use spark.read (batch) for a bounded read",
-                )
+        _reject_present(
+            opts, ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp"),
+            "ending offsets are not valid in streaming queries",
+            "remove it, or use spark.read (batch) for a bounded read",
+        )
     else:
         _reject_in_batch(
             starting, "startingOffsets", "latest", LATEST,
@@ -631,14 +635,11 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     """Validate and parse the options of a write."""
     opts = _lower(options)
     check_common_options(opts)
-    for name in ("subscribe", "subscribePattern", "assign"):
-        if name.lower() in opts:
-            raise _err(
-                name,
-                opts[name.lower()],
-                "is a read option and has no meaning for a write",
-                "use the option 'topic' or a 'topic' column to choose where rows go",
-            )
+    _reject_present(
+        opts, ("subscribe", "subscribePattern", "assign"),
+        "is a read option and has no meaning for a write",
+        "use the option 'topic' or a 'topic' column to choose where rows go",
+    )
     topic = opts.get("topic")
     if topic is not None and not topic.strip():
         raise _err("topic", topic, "is empty", "use a topic name, or a 'topic' column")

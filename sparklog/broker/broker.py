@@ -1,4 +1,7 @@
-"""The broker process: controller (embedded), logs, replica manager, group coordinator, server.
+"""The broker process: metadata cache, logs, replica manager, group coordinator, server.
+
+The broker reaches the controller only through its ``ControllerChannel`` (handed in by
+``sparklog.cluster``): it writes there and reads the ``MetadataCache`` the channel feeds.
 
 Start order matters for durability and correctness: metadata first (it says which
 partitions exist), then the logs (recovered by the storage layer), then the listener binds
@@ -6,7 +9,7 @@ partitions exist), then the logs (recovered by the storage layer), then the list
 coordinator loads ``__consumer_offsets``. Nothing after the bind yields to the event loop,
 so no request is served before all of that is done. Shutdown runs the other way: stop
 accepting, let in-flight requests finish, stop the coordinator, flush and checkpoint the
-logs, close metadata.
+logs, close the channel.
 """
 
 from __future__ import annotations
@@ -14,30 +17,27 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from sparklog.broker.config import BrokerConfig
+from sparklog.broker.controller_channel import ControllerChannel
 from sparklog.broker.dispatch import Dispatcher
 from sparklog.broker.group.config import CoordinatorConfig
 from sparklog.broker.group.coordinator import GroupCoordinator
 from sparklog.broker.group.store import GroupStore, ReplicatedRecordLog
+from sparklog.broker.metadata_cache import MetadataCache, MetadataRecord, TopicInfo
 from sparklog.broker.producer_ids import ProducerIdManager
 from sparklog.broker.replica_manager import ReplicaManager
 from sparklog.broker.server import KafkaServer
-from sparklog.controller import Controller, validate_topic_name
-from sparklog.controller.metadata import TopicInfo
 from sparklog.protocol.errors import ErrorCode, KafkaError
 from sparklog.protocol.internal_topics import CONSUMER_OFFSETS, INTERNAL_TOPICS
+from sparklog.protocol.topic_names import validate_topic_name
 from sparklog.storage.log_config import LogConfig
 from sparklog.storage.log_manager import LogManager
 from sparklog.storage.partition_log import PartitionLog
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Broker", "METADATA_DIR_NAME"]
-
-# Not "<topic>-<n>": the log manager must never take it for a partition directory.
-METADATA_DIR_NAME = "__sparklog_metadata"
+__all__ = ["Broker"]
 
 
 class TopicDeletionDisabledError(KafkaError):
@@ -45,27 +45,22 @@ class TopicDeletionDisabledError(KafkaError):
 
 
 class Broker:
-    """A single-node sparklog broker (controller + broker in one process)."""
+    """A sparklog broker; ``channel`` is its way to the controller (built by
+    ``sparklog.cluster``; the single node's controller runs in the same process)."""
 
-    def __init__(self, config: BrokerConfig | Mapping[str, str] | None = None) -> None:
-        if not isinstance(config, BrokerConfig):
-            config = BrokerConfig(config or {})
+    def __init__(self, config: BrokerConfig, channel: ControllerChannel) -> None:
         self.config = config
         self.node_id = config.node_id
         self.controller_node_id = self.node_id
         self.data_dirs = [os.path.abspath(d) for d in config.log_dirs]
-        self.controller = Controller(
-            os.path.join(self.data_dirs[0], METADATA_DIR_NAME),
-            self.node_id,
-            default_partitions=int(config.get("num.partitions")),
-            default_replication_factor=int(config.get("default.replication.factor")),
-        )
+        self.channel = channel
+        self.metadata = MetadataCache()
         # the logs, their base config and the group coordinator exist while started
         self.log_manager: LogManager | None = None
         self._base_log_config: LogConfig | None = None
         self.group_coordinator: GroupCoordinator | None = None
         self.replica_manager = ReplicaManager(self.node_id, self)
-        self.producer_ids = ProducerIdManager(self.controller)
+        self.producer_ids = ProducerIdManager(channel)
         self.dispatcher = Dispatcher(self)
         self.server: KafkaServer | None = None
         self.started = False
@@ -79,7 +74,9 @@ class Broker:
     async def start(self) -> None:
         for d in self.data_dirs:
             os.makedirs(d, exist_ok=True)
-        self.controller.open()
+        self.channel.open()
+        self.metadata.load(self.channel.metadata_records())
+        self.channel.add_listener(self._on_metadata)
         self._open_log_manager()
         host, port = self.config.listener()
         self.server = KafkaServer(
@@ -96,9 +93,8 @@ class Broker:
         # bind before registering so port 0 resolves to the real port clients must use
         await self.server.start()
         adv_host, adv_port = self.config.advertised_listener(self.server.port)
-        self.controller.register_broker(self.node_id, adv_host, adv_port)
-        self.controller.add_listener(self._on_metadata)
-        for topic in self.controller.topics().values():
+        self.channel.register_broker(self.node_id, adv_host, adv_port)
+        for topic in self.metadata.topics().values():
             self._apply_topic(topic)
         self._start_group_coordinator()
         self.started = True
@@ -119,8 +115,8 @@ class Broker:
             except Exception:
                 log.exception("closing logs failed")
             self.log_manager = None
-        self.controller.unregister_broker(self.node_id)
-        self.controller.close()
+        self.channel.unregister_broker(self.node_id)
+        self.channel.close()
         self.started = False
         log.info("sparklog broker %d stopped", self.node_id)
 
@@ -128,18 +124,18 @@ class Broker:
 
     def _open_log_manager(self) -> None:
         self._base_log_config = LogConfig.from_broker_props(self._log_props())
-        topic_configs = {name: self.log_config_for(name) for name in self.controller.topics()}
+        topic_configs = {name: self.log_config_for(name) for name in self.metadata.topics()}
         cfg = self.config
         self.log_manager = LogManager(
             self.data_dirs, self._base_log_config,
-            cluster_id=self.controller.cluster_id, node_id=self.node_id,
+            cluster_id=self.metadata.cluster_id, node_id=self.node_id,
             topic_configs=topic_configs,
             retention_check_interval_ms=int(cfg.get("log.retention.check.interval.ms")),
             checkpoint_interval_ms=int(cfg.get("log.flush.offset.checkpoint.interval.ms")),
             cleaner_enable=bool(cfg.get("log.cleaner.enable")),
         )
         # logs of topics the metadata no longer has (deleted while we were down) go away
-        known = self.controller.topics()
+        known = self.metadata.topics()
         for topic, partition in list(self.log_manager.logs()):
             info = known.get(topic)
             if info is None or partition not in info.partitions:
@@ -154,7 +150,7 @@ class Broker:
             "unclean.leader.election.enable", "producer.id.expiration.ms")}
 
     def log_config_for(self, topic: str) -> LogConfig:
-        info = self.controller.topic(topic)
+        info = self.metadata.topic(topic)
         overrides = info.configs if info is not None else {}
         return self._base_log_config.with_overrides(overrides) if overrides else self._base_log_config
 
@@ -176,12 +172,13 @@ class Broker:
                 info.name, info.topic_id, p.partition, p.leader, p.leader_epoch, p.replicas,
                 p.isr, internal=info.internal)
 
-    def _on_metadata(self, records: list[dict[str, Any]]) -> None:
+    def _on_metadata(self, records: list[MetadataRecord]) -> None:
+        self.metadata.apply(records)
         deleted: list[str] = []
         for rec in records:
             kind = rec.get("type")
             if kind == "partition":
-                info = self.controller.topic(rec["topic"])
+                info = self.metadata.topic(rec["topic"])
                 if info is None:
                     continue
                 self.replica_manager.apply_partition_state(
@@ -196,7 +193,7 @@ class Broker:
             # a topic re-created under the same name must not inherit stale positions
             self.group_coordinator.offsets.remove_topic_offsets(deleted)
 
-    # -- topic operations (validation in the controller / LogConfig) --------------------
+    # -- topic operations (validated by the controller / LogConfig) --------------------
 
     def _check_configs(self, configs: Mapping[str, str]) -> None:
         # the storage layer must accept them too (types, ranges)
@@ -207,7 +204,7 @@ class Broker:
                      assignments: Mapping[int, Sequence[int]] | None = None,
                      validate_only: bool = False, internal: bool = False) -> TopicInfo:
         self._check_configs(configs or {})
-        return self.controller.create_topic(name, num_partitions, replication_factor,
+        return self.channel.create_topic(name, num_partitions, replication_factor,
                                             configs or {}, assignments=assignments,
                                             internal=internal or name in INTERNAL_TOPICS,
                                             validate_only=validate_only)
@@ -219,7 +216,7 @@ class Broker:
             return self.ensure_offsets_topic()
         if not self.config.get("auto.create.topics.enable"):
             return None
-        info = self.controller.topic(name)
+        info = self.metadata.topic(name)
         if info is not None:
             return info
         return self.create_topic(name)
@@ -227,25 +224,25 @@ class Broker:
     async def delete_topic(self, name: str) -> None:
         if not self.config.get("delete.topic.enable"):
             raise TopicDeletionDisabledError("delete.topic.enable is false")
-        self.controller.delete_topic(name)
+        self.channel.delete_topic(name)
 
     def create_partitions(self, name: str, total: int, assignments: Sequence[Sequence[int]] | None = None,
                           *, validate_only: bool = False) -> TopicInfo:
-        return self.controller.create_partitions(name, total, assignments, validate_only=validate_only)
+        return self.channel.create_partitions(name, total, assignments, validate_only=validate_only)
 
     def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
         self._check_configs(configs)
-        self.controller.set_topic_configs(name, configs)
+        self.channel.set_topic_configs(name, configs)
 
     # -- the group coordinator and its topic ---------------------------------------------
 
     def ensure_offsets_topic(self) -> TopicInfo:
         """``__consumer_offsets``, created on first use (its first write), as Kafka does."""
-        info = self.controller.topic(CONSUMER_OFFSETS)
+        info = self.metadata.topic(CONSUMER_OFFSETS)
         if info is not None:
             return info
         rf = min(int(self.config.get("offsets.topic.replication.factor")),
-                 max(1, len(self.controller.live_brokers)))
+                 max(1, len(self.metadata.live_brokers)))
         configs = {
             "cleanup.policy": "compact",
             "segment.bytes": str(self.config.get("offsets.topic.segment.bytes")),
@@ -257,7 +254,7 @@ class Broker:
     def _start_group_coordinator(self) -> None:
         """Every offsets partition is loaded here: a single broker coordinates every group."""
         cfg = CoordinatorConfig.from_broker_config(self.config)
-        info = self.controller.topic(CONSUMER_OFFSETS)
+        info = self.metadata.topic(CONSUMER_OFFSETS)
         # An existing topic keeps its partition count even if the config changed since.
         partitions = len(info.partitions) if info is not None else cfg.offsets_topic_num_partitions
         store = GroupStore(ReplicatedRecordLog(self.replica_manager, self.ensure_offsets_topic),

@@ -56,7 +56,7 @@ def bootstrap_servers(text: str) -> str:
 
 def topic_name(text: str) -> str:
     """A topic name by Kafka's rules, with the same explanation ``topics create`` gives."""
-    from sparklog.controller.controller import validate_topic_name
+    from sparklog.protocol.topic_names import validate_topic_name
 
     try:
         validate_topic_name(text)

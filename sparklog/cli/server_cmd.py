@@ -89,9 +89,9 @@ def check_listener(host: str, port: int) -> None:
 
 
 async def _serve(config: BrokerConfig) -> int:
-    from sparklog.broker.broker import Broker
+    from sparklog.cluster.single_node import build_single_node
 
-    broker = Broker(config)
+    broker = build_single_node(config).broker
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -16,6 +16,8 @@ from typing import Any
 
 from sparklog.broker.broker import Broker
 from sparklog.broker.config import BrokerConfig
+from sparklog.cluster.single_node import build_single_node
+from sparklog.controller import Controller
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +34,7 @@ class EmbeddedCluster:
         props.update(config or {})
         self.config = BrokerConfig(props)
         self.broker: Broker | None = None
+        self.controller: Controller | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._stopped: asyncio.Event | None = None
@@ -73,8 +76,9 @@ class EmbeddedCluster:
 
     async def _main(self, ready: threading.Event, failure: list[BaseException]) -> None:
         self._stopped = asyncio.Event()
-        broker = Broker(self.config)
-        self.broker = broker
+        node = build_single_node(self.config)
+        broker = self.broker = node.broker
+        self.controller = node.controller
         try:
             await broker.start()
         except BaseException as exc:

@@ -11,19 +11,18 @@ it), and a partition epoch that increases on every change of the partition recor
 from __future__ import annotations
 
 import logging
-import re
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
 
-from sparklog.controller.metadata import (
-    BrokerInfo,
+from sparklog.broker.controller_channel import MetadataListener
+from sparklog.broker.metadata_cache import (
     MetadataImage,
-    MetadataLog,
+    MetadataRecord,
     PartitionInfo,
     TopicInfo,
-    new_cluster_id,
-    new_topic_id,
+    fence_record,
+    unfence_record,
 )
+from sparklog.controller.metadata import MetadataLog, new_cluster_id, new_topic_id
 from sparklog.protocol.errors import (
     InvalidPartitionsError,
     InvalidReplicaAssignmentError,
@@ -33,36 +32,17 @@ from sparklog.protocol.errors import (
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
+from sparklog.protocol.topic_names import validate_topic_name
 from sparklog.storage.checkpoints import topic_id_to_str
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Controller", "validate_topic_name", "MAX_TOPIC_NAME_LENGTH"]
+__all__ = ["Controller"]
 
-MAX_TOPIC_NAME_LENGTH = 249
-_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 # Kafka has no hard cap, but one request must not be able to make the controller build
 # billions of partition records (a flipped bit in num_partitions would): far above any
 # real topic, far below what would exhaust memory.
 MAX_PARTITIONS_PER_TOPIC = 100_000
-
-Listener = Callable[[list[dict[str, Any]]], None]
-
-
-def validate_topic_name(name: str | None) -> None:
-    """Kafka's rules (``Topic.validate``); raises InvalidTopicError."""
-    if name is None or name == "":
-        raise InvalidTopicError("topic name is empty")
-    if name in (".", ".."):
-        raise InvalidTopicError(f"topic name cannot be {name!r}")
-    if len(name) > MAX_TOPIC_NAME_LENGTH:
-        raise InvalidTopicError(
-            f"topic name is {len(name)} characters long; the maximum is {MAX_TOPIC_NAME_LENGTH}"
-        )
-    if not _LEGAL.match(name):
-        raise InvalidTopicError(
-            f"topic name {name!r} is illegal: it may contain only ASCII alphanumerics, '.', '_' and '-'"
-        )
 
 
 def _unify(name: str) -> str:
@@ -70,7 +50,9 @@ def _unify(name: str) -> str:
 
 
 class Controller:
-    """Metadata owner for an embedded (single-process) cluster."""
+    """Metadata owner for an embedded (single-process) cluster; it is also the in-process
+    form of the broker's ``ControllerChannel`` (the broker gets it from
+    ``sparklog.cluster.single_node`` and never imports this module)."""
 
     def __init__(
         self,
@@ -84,16 +66,14 @@ class Controller:
         self.default_partitions = default_partitions
         self.default_replication_factor = default_replication_factor
         self._log = MetadataLog(metadata_dir)
-        self._listeners: list[Listener] = []
+        self._listeners: list[MetadataListener] = []
         self.live_brokers: set[int] = set()
 
     # -- lifecycle ----------------------------------------------------------------------
 
-    def open(self) -> MetadataImage:
-        image = self._log.open()
-        if image.cluster_id is None:
+    def open(self) -> None:
+        if self._log.open().cluster_id is None:
             self._log.append({"type": "cluster", "cluster_id": new_cluster_id()})
-        return image
 
     def close(self) -> None:
         self._log.close()
@@ -102,17 +82,19 @@ class Controller:
     def image(self) -> MetadataImage:
         return self._log.image
 
-    @property
-    def cluster_id(self) -> str:
-        return self.image.cluster_id or ""
+    def metadata_records(self) -> list[MetadataRecord]:
+        return self.image.records() + [unfence_record(n) for n in sorted(self.live_brokers)]
 
-    def add_listener(self, fn: Listener) -> None:
+    def add_listener(self, fn: MetadataListener) -> None:
         self._listeners.append(fn)
 
-    def _commit(self, records: list[dict[str, Any]]) -> None:
+    def _commit(self, records: list[MetadataRecord]) -> None:
         if not records:
             return
         self._log.append(*records)
+        self._publish(records)
+
+    def _publish(self, records: list[MetadataRecord]) -> None:
         for fn in self._listeners:
             fn(records)
 
@@ -123,27 +105,16 @@ class Controller:
         if cur is None or (cur.host, cur.port, cur.rack) != (host, port, rack):
             self._commit([{"type": "broker", "node_id": node_id, "host": host, "port": port,
                            "rack": rack}])
-        self.live_brokers.add(node_id)
+        if node_id not in self.live_brokers:
+            self.live_brokers.add(node_id)
+            self._publish([unfence_record(node_id)])  # liveness is not durable metadata
 
     def unregister_broker(self, node_id: int) -> None:
-        self.live_brokers.discard(node_id)
-
-    def broker(self, node_id: int) -> BrokerInfo | None:
-        return self.image.brokers.get(node_id)
-
-    def live_broker_list(self) -> list[BrokerInfo]:
-        return [b for i, b in sorted(self.image.brokers.items()) if i in self.live_brokers]
+        if node_id in self.live_brokers:
+            self.live_brokers.discard(node_id)
+            self._publish([fence_record(node_id)])
 
     # -- topics -------------------------------------------------------------------------
-
-    def topic(self, name: str) -> TopicInfo | None:
-        return self.image.topics.get(name)
-
-    def topic_by_id(self, topic_id: bytes) -> TopicInfo | None:
-        return self.image.topics_by_id.get(topic_id)
-
-    def topics(self) -> dict[str, TopicInfo]:
-        return dict(self.image.topics)
 
     def _check_new_topic(self, name: str) -> None:
         validate_topic_name(name)

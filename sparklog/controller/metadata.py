@@ -1,5 +1,5 @@
-"""Cluster metadata: the image (topics, partitions, leaders, epochs, configs, brokers) and
-the durable record log it is rebuilt from.
+"""Cluster metadata's durable record log, which the image (``MetadataImage``, in the broker
+layer so brokers keep the same image as their metadata cache) is rebuilt from.
 
 Every change is a record appended to ``metadata.log`` and fsynced before the change is
 visible, so a crash never loses a topic a client was told exists. Replaying the log from
@@ -28,124 +28,24 @@ import json
 import logging
 import os
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import crc32c
 
+from sparklog.broker.metadata_cache import MetadataImage, MetadataRecord
+
 log = logging.getLogger(__name__)
 
-__all__ = ["PartitionInfo", "TopicInfo", "BrokerInfo", "MetadataImage", "MetadataLog"]
+__all__ = ["MetadataLog", "new_cluster_id", "new_topic_id"]
 
 
-@dataclass
-class PartitionInfo:
-    topic: str
-    partition: int
-    replicas: list[int]
-    isr: list[int]
-    leader: int
-    leader_epoch: int = 0
-    partition_epoch: int = 0
-
-    def to_record(self) -> dict[str, Any]:
-        return {"type": "partition", "topic": self.topic, "partition": self.partition,
-                "replicas": self.replicas, "isr": self.isr, "leader": self.leader,
-                "leader_epoch": self.leader_epoch, "partition_epoch": self.partition_epoch}
-
-
-@dataclass
-class TopicInfo:
-    name: str
-    topic_id: bytes
-    configs: dict[str, str] = field(default_factory=dict)
-    internal: bool = False
-    partitions: dict[int, PartitionInfo] = field(default_factory=dict)
-
-    def to_record(self) -> dict[str, Any]:
-        return {"type": "topic", "name": self.name, "topic_id": self.topic_id.hex(),
-                "configs": self.configs, "internal": self.internal}
-
-
-@dataclass
-class BrokerInfo:
-    node_id: int
-    host: str
-    port: int
-    rack: str | None = None
-
-
-class MetadataImage:
-    """The current cluster metadata, rebuilt by applying records in order."""
-
-    def __init__(self) -> None:
-        self.cluster_id: str | None = None
-        self.topics: dict[str, TopicInfo] = {}
-        self.topics_by_id: dict[bytes, TopicInfo] = {}
-        self.brokers: dict[int, BrokerInfo] = {}
-        self.next_producer_id = 0
-
-    def apply(self, rec: dict[str, Any]) -> None:
-        kind = rec.get("type")
-        if kind == "cluster":
-            self.cluster_id = rec["cluster_id"]
-        elif kind == "broker":
-            self.brokers[rec["node_id"]] = BrokerInfo(rec["node_id"], rec["host"], rec["port"],
-                                                      rec.get("rack"))
-        elif kind == "topic":
-            tid = bytes.fromhex(rec["topic_id"])
-            old = self.topics.get(rec["name"])
-            if old is not None and old.topic_id != tid:
-                self.topics_by_id.pop(old.topic_id, None)
-            info = TopicInfo(rec["name"], tid, dict(rec.get("configs") or {}),
-                             bool(rec.get("internal", False)),
-                             old.partitions if old is not None and old.topic_id == tid else {})
-            self.topics[info.name] = info
-            self.topics_by_id[tid] = info
-        elif kind == "partition":
-            t = self.topics.get(rec["topic"])
-            if t is None:
-                log.warning("metadata: partition record for unknown topic %s", rec["topic"])
-                return
-            t.partitions[rec["partition"]] = PartitionInfo(
-                rec["topic"], rec["partition"], list(rec["replicas"]), list(rec["isr"]),
-                rec["leader"], rec.get("leader_epoch", 0), rec.get("partition_epoch", 0))
-        elif kind == "config":
-            t = self.topics.get(rec["topic"])
-            if t is not None:
-                t.configs = dict(rec["configs"])
-        elif kind == "producer_ids":
-            self.next_producer_id = max(self.next_producer_id, int(rec["next"]))
-        elif kind == "remove_topic":
-            t = self.topics.pop(rec["name"], None)
-            if t is not None:
-                self.topics_by_id.pop(t.topic_id, None)
-        else:
-            log.warning("metadata: unknown record type %r ignored", kind)
-
-    def records(self) -> list[dict[str, Any]]:
-        """Records that recreate this image from nothing (a snapshot)."""
-        out: list[dict[str, Any]] = []
-        if self.cluster_id is not None:
-            out.append({"type": "cluster", "cluster_id": self.cluster_id})
-        if self.next_producer_id:
-            out.append({"type": "producer_ids", "next": self.next_producer_id})
-        for b in self.brokers.values():
-            out.append({"type": "broker", "node_id": b.node_id, "host": b.host, "port": b.port,
-                        "rack": b.rack})
-        for t in self.topics.values():
-            out.append(t.to_record())
-            out.extend(p.to_record() for _, p in sorted(t.partitions.items()))
-        return out
-
-
-def _encode_line(rec: dict[str, Any]) -> bytes:
+def _encode_line(rec: MetadataRecord) -> bytes:
     text = json.dumps(rec, separators=(",", ":"), sort_keys=True).encode()
     return b"%08x " % crc32c.crc32c(text) + text + b"\n"
 
 
-def _decode_line(line: bytes) -> dict[str, Any] | None:
+def _decode_line(line: bytes) -> MetadataRecord | None:
     if len(line) < 10 or line[8:9] != b" " or not line.endswith(b"\n"):
         return None
     text = line[9:-1]
@@ -198,7 +98,7 @@ class MetadataLog:
             self.snapshot()
         return self.image
 
-    def append(self, *records: dict[str, Any]) -> None:
+    def append(self, *records: MetadataRecord) -> None:
         """Durably append records, then apply them to the image."""
         if self._fh is None:
             raise RuntimeError("metadata log is not open")

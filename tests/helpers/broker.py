@@ -18,7 +18,7 @@ __all__ = ["ManagedLogs", "connection", "decode", "request_frame", "roundtrip"]
 
 class ManagedLogs:
     """The replica manager's ``Logs`` over a LogManager, one config per topic (the broker's
-    is the Broker itself, which needs a controller for the configs)."""
+    is the Broker itself, which reads the configs from its metadata cache)."""
 
     def __init__(self, manager: LogManager, configs: dict[str, LogConfig] | None = None) -> None:
         self.manager = manager

@@ -174,7 +174,7 @@ def test_offset_out_of_range(cluster, kafka_wire, acked):
 
 def test_produce_to_non_leader(cluster, kafka_wire, acked):
     create_topic(cluster.bootstrap_servers, "led-elsewhere", 2)
-    ctrl = cluster.broker.controller
+    ctrl = cluster.controller
 
     def move():  # a second (fake) broker takes over partition 0
         ctrl.register_broker(2, "127.0.0.1", 1)
@@ -321,7 +321,7 @@ def _fuzz(bootstrap: str, corpus: list[bytes], rng: random.Random, total: int, p
 def test_fuzz_mutated_frames(cluster, kafka_wire, acked, caplog):
     caplog.set_level(logging.WARNING)
     create_topic(cluster.bootstrap_servers, "fz", 1)
-    corpus = _corpus("fz", cluster.broker.controller.topic("fz").topic_id)
+    corpus = _corpus("fz", cluster.broker.metadata.topic("fz").topic_id)
     total, per_conn = 10_000, 2
     sent, read, answered = _fuzz(cluster.bootstrap_servers, corpus, random.Random(20261122),
                                  total, per_conn, 240)

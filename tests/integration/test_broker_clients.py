@@ -240,7 +240,7 @@ def test_admin_confluent_cluster_records_offsets(cluster):
 
     desc = a.describe_cluster().result(20)
     assert [n.id for n in desc.nodes] == [1] and desc.controller.id == 1
-    assert desc.cluster_id == cluster.broker.controller.cluster_id
+    assert desc.cluster_id == cluster.broker.metadata.cluster_id
 
     tp = TopicPartition("adm-rec", 0)
     res = {k: f.result(20) for k, f in a.list_offsets({tp: OffsetSpec.max_timestamp()}).items()}
@@ -275,7 +275,7 @@ def test_admin_kafka_python_alter_configs_and_delete_records(cluster):
         kp_produce(cluster.bootstrap_servers, "adm-kp2", make_messages(50, 1, tag="kp2"))
         a.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "adm-kp2",
                                         configs={"cleanup.policy": "compact"})])
-        assert cluster.broker.controller.topic("adm-kp2").configs == {"cleanup.policy": "compact"}
+        assert cluster.broker.metadata.topic("adm-kp2").configs == {"cleanup.policy": "compact"}
         res = a.delete_records({TopicPartition("adm-kp2", 0): 20})
         assert list(res.values())[0]["low_watermark"] == 20
     finally:

@@ -132,7 +132,7 @@ def test_acks0_gets_no_response_and_order_holds(cluster, kafka_wire, topic):
 def test_high_watermark_waits_for_the_isr(cluster, kafka_wire):
     """With a second replica in the ISR, the HW (what consumers see, what acks=all waits
     for) moves only when that follower has fetched past the records."""
-    ctrl = cluster.broker.controller
+    ctrl = cluster.controller
 
     def setup():
         ctrl.register_broker(2, "127.0.0.1", 1)  # a follower we play by hand

@@ -46,7 +46,7 @@ def test_api_versions(wire, version):
 @pytest.mark.parametrize("version", _versions(3))
 def test_metadata(cluster, wire, version):
     cls = API_BY_KEY[3].request
-    info = cluster.broker.controller.topic(TOPIC)
+    info = cluster.broker.metadata.topic(TOPIC)
     topic = cls.MetadataRequestTopic(name=TOPIC)
     if version >= 12:
         topic = cls.MetadataRequestTopic(name=None, topic_id=info.topic_id)
@@ -85,7 +85,7 @@ def test_fetch(cluster, wire, version):
     batch = encode_batch([Record(key=b"f", value=b"fetch-me")])
     wire.call(0, 7, produce_request(TOPIC, 1, batch))
     cls = API_BY_KEY[1].request
-    topic_id = cluster.broker.controller.topic(TOPIC).topic_id
+    topic_id = cluster.broker.metadata.topic(TOPIC).topic_id
     req = cls(replica_id=-1, max_wait_ms=100, min_bytes=1, max_bytes=1 << 20, isolation_level=1,
               session_id=0, session_epoch=-1, topics=[cls.FetchTopic(
                   topic=TOPIC, topic_id=topic_id, partitions=[
@@ -115,10 +115,10 @@ def test_fetch(cluster, wire, version):
             wire.call(0, 7, produce_request(name, 0, encode_batch([Record(value=b"d")] * 5),
                                             acks=1))
             if i == 0:
-                cluster.call(cluster.broker.controller.change_leader, name, 0, 1)
+                cluster.call(cluster.controller.change_leader, name, 0, 1)
         div = cls(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20,
                   isolation_level=0, session_id=0, session_epoch=-1, topics=[cls.FetchTopic(
-                      topic=name, topic_id=cluster.broker.controller.topic(name).topic_id,
+                      topic=name, topic_id=cluster.broker.metadata.topic(name).topic_id,
                       partitions=[cls.FetchPartition(partition=0, fetch_offset=8,
                                                      last_fetched_epoch=0,
                                                      partition_max_bytes=1000)])],
@@ -149,12 +149,12 @@ def test_create_and_delete_topics(cluster, wire, version):
         name=name, num_partitions=3 if version < 4 else -1, replication_factor=1,
         configs=[creq.CreatableTopicConfig(name="retention.ms", value="5000")])], timeout_ms=5000))
     assert resp.topics[0].error_code == 0
-    assert cluster.broker.controller.topic(name).configs == {"retention.ms": "5000"}
+    assert cluster.broker.metadata.topic(name).configs == {"retention.ms": "5000"}
     for dv in _versions(20):
         if dv == (version % 4) + 1:
             dresp = wire.call(20, dv, API_BY_KEY[20].request(topic_names=[name], timeout_ms=5000))
             assert dresp.responses[0].error_code == 0
-            assert cluster.broker.controller.topic(name) is None
+            assert cluster.broker.metadata.topic(name) is None
 
 
 @pytest.mark.parametrize("version", _versions(37))
@@ -166,7 +166,7 @@ def test_create_partitions(cluster, wire, version):
                                                                         assignments=None)],
                                       timeout_ms=5000, validate_only=False))
     assert resp.results[0].error_code == 0
-    assert len(cluster.broker.controller.topic(name).partitions) == 4
+    assert len(cluster.broker.metadata.topic(name).partitions) == 4
 
 
 @pytest.mark.parametrize("version", _versions(32))
@@ -192,7 +192,7 @@ def test_alter_configs(cluster, wire, version):
         resource_type=2, resource_name=TOPIC,
         configs=[cls.AlterableConfig(name="retention.bytes", value=value)])]))
     assert resp.responses[0].error_code == 0
-    assert cluster.broker.controller.topic(TOPIC).configs == {"retention.bytes": value}
+    assert cluster.broker.metadata.topic(TOPIC).configs == {"retention.bytes": value}
     bad = wire.call(33, version, cls(resources=[cls.AlterConfigsResource(
         resource_type=2, resource_name=TOPIC,
         configs=[cls.AlterableConfig(name="retention.bytes", value="lots")])]))
@@ -223,7 +223,7 @@ def test_offset_for_leader_epoch(cluster, wire, version):
         batch = encode_batch([Record(value=b"x")] * 5)
         wire.call(0, 7, produce_request(name, 0, batch, acks=1))
         if _ == 0:
-            cluster.call(cluster.broker.controller.change_leader, name, 0, 1)
+            cluster.call(cluster.controller.change_leader, name, 0, 1)
     cls = API_BY_KEY[23].request
     resp = wire.call(23, version, cls(replica_id=-1, topics=[cls.OffsetForLeaderTopic(
         topic=name, partitions=[cls.OffsetForLeaderPartition(partition=0, leader_epoch=0,
@@ -253,7 +253,7 @@ def test_init_producer_id(wire, version):
 @pytest.mark.parametrize("version", _versions(60))
 def test_describe_cluster(cluster, wire, version):
     resp = wire.call(60, version, API_BY_KEY[60].request())
-    assert resp.error_code == 0 and resp.cluster_id == cluster.broker.controller.cluster_id
+    assert resp.error_code == 0 and resp.cluster_id == cluster.broker.metadata.cluster_id
     assert [b.broker_id for b in resp.brokers] == [1] and resp.controller_id == 1
 
 

@@ -16,9 +16,9 @@ async def handle_describe_cluster(ctx: RequestContext, request: TopLevel) -> Top
     if endpoint_type != 1:  # 1 = brokers; 2 = controllers (KIP-919), not served here
         return resp(error_code=int(ErrorCode.UNSUPPORTED_ENDPOINT_TYPE),
                     error_message="only broker endpoints are served", endpoint_type=endpoint_type,
-                    cluster_id=ctx.broker.controller.cluster_id)
-    ctrl = ctx.broker.controller
+                    cluster_id=ctx.broker.metadata.cluster_id)
+    md = ctx.broker.metadata
     brokers = [resp.DescribeClusterBroker(broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
-               for b in ctrl.live_broker_list()]
-    return resp(throttle_time_ms=0, error_code=0, endpoint_type=1, cluster_id=ctrl.cluster_id,
+               for b in md.live_broker_list()]
+    return resp(throttle_time_ms=0, error_code=0, endpoint_type=1, cluster_id=md.cluster_id,
                 controller_id=ctx.broker.controller_node_id, brokers=brokers)

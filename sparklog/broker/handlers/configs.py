@@ -24,7 +24,7 @@ _CONFIG_TYPE = {"boolean": 1, "string": 2, "int": 3, "long": 5, "double": 6, "li
 def _describe_topic(ctx: RequestContext, name: str, keys: list[str] | None, synonyms: bool,
                     entry_cls: type[Message], syn_cls: type[Message]) -> list[Message]:
     broker = ctx.broker
-    info = broker.controller.topic(name)
+    info = broker.metadata.topic(name)
     if info is None:
         raise _Unknown()
     defaults = broker.config.topic_defaults()
@@ -124,7 +124,7 @@ async def handle_alter_configs(ctx: RequestContext, request: TopLevel) -> TopLev
         else:
             try:
                 configs = validate_topic_configs({c.name: c.value for c in res.configs})
-                if broker.controller.topic(res.resource_name) is None:
+                if broker.metadata.topic(res.resource_name) is None:
                     raise _Unknown()
                 if not request.validate_only:
                     broker.set_topic_configs(res.resource_name, configs)

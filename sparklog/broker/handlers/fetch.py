@@ -118,13 +118,13 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> FetchRespo
                              session_id=0, responses=[])
     follower = request.replica_id >= 0
     by_id = ctx.api_version >= 13  # topics are named by id from v13 on
-    ctrl = ctx.broker.controller
+    md = ctx.broker.metadata
     entries: list[_PartitionFetch] = []
     responses = []
     for t in request.topics:
         name = t.topic
         if by_id:
-            info = ctrl.topic_by_id(t.topic_id)
+            info = md.topic_by_id(t.topic_id)
             name = info.name if info is not None else None
         parts = []
         for r in t.partitions:

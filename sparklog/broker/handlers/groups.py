@@ -49,7 +49,7 @@ async def handle_find_coordinator(ctx: RequestContext, request: TopLevel) -> Top
                    node_id=-1, host="", port=-1)
     # Single node: this broker coordinates every group (and, later, every transaction).
     node_id, host, port = broker.node_id, None, None
-    for b in broker.controller.live_broker_list():
+    for b in broker.metadata.live_broker_list():
         if b.node_id == node_id:
             host, port = b.host, b.port
     if host is None:
@@ -143,7 +143,7 @@ async def handle_leave_group(ctx: RequestContext, request: TopLevel) -> TopLevel
 
 
 def _partition_exists(ctx: RequestContext, topic: str, partition: int) -> bool:
-    info = ctx.broker.controller.topic(topic)
+    info = ctx.broker.metadata.topic(topic)
     return info is not None and partition in info.partitions
 
 

@@ -17,12 +17,12 @@ async def handle_metadata(ctx: RequestContext, request: TopLevel) -> TopLevel:
     TopicResp, PartResp, BrokerResp = (resp_cls.MetadataResponseTopic,
                                        resp_cls.MetadataResponsePartition,
                                        resp_cls.MetadataResponseBroker)
-    ctrl = broker.controller
+    md = broker.metadata
     # v1-v3 have no allow_auto_topic_creation field: Kafka auto-creates for them
     allow_auto = ctx.api_version < 4 or bool(request.allow_auto_topic_creation)
 
     def describe(name: str | None, topic_id: bytes = _ZERO_UUID) -> Message:
-        info = ctrl.topic(name) if name is not None else ctrl.topic_by_id(topic_id)
+        info = md.topic(name) if name is not None else md.topic_by_id(topic_id)
         if info is None and name is not None:
             if allow_auto:
                 try:
@@ -37,7 +37,7 @@ async def handle_metadata(ctx: RequestContext, request: TopLevel) -> TopLevel:
             return TopicResp(error_code=int(ErrorCode.UNKNOWN_TOPIC_ID), name=None, topic_id=topic_id)
         parts = []
         for p in sorted(info.partitions.values(), key=lambda x: x.partition):
-            live = p.leader in ctrl.live_brokers
+            live = p.leader in md.live_brokers
             parts.append(PartResp(
                 error_code=int(ErrorCode.NONE if live else ErrorCode.LEADER_NOT_AVAILABLE),
                 partition_index=p.partition,
@@ -45,16 +45,16 @@ async def handle_metadata(ctx: RequestContext, request: TopLevel) -> TopLevel:
                 leader_epoch=p.leader_epoch,
                 replica_nodes=list(p.replicas),
                 isr_nodes=list(p.isr),
-                offline_replicas=[r for r in p.replicas if r not in ctrl.live_brokers],
+                offline_replicas=[r for r in p.replicas if r not in md.live_brokers],
             ))
         return TopicResp(error_code=int(ErrorCode.NONE), name=info.name, topic_id=info.topic_id,
                          is_internal=info.internal, partitions=parts)
 
     if request.topics is None:
-        topics = [describe(name) for name in sorted(ctrl.topics())]
+        topics = [describe(name) for name in sorted(md.topics())]
     else:
         topics = [describe(t.name, t.topic_id) for t in request.topics]
     brokers = [BrokerResp(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
-               for b in ctrl.live_broker_list()]
-    return resp_cls(throttle_time_ms=0, brokers=brokers, cluster_id=ctrl.cluster_id,
+               for b in md.live_broker_list()]
+    return resp_cls(throttle_time_ms=0, brokers=brokers, cluster_id=md.cluster_id,
                     controller_id=broker.controller_node_id, topics=topics)

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from sparklog.broker.broker import Broker
 from sparklog.broker.dispatch import Dispatcher, HandlerSpec, RequestContext
 from sparklog.broker.server import CloseConnection, Connection
+from sparklog.cluster.single_node import build_single_node
 from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.errors import ErrorCode, NotCoordinatorError
 from sparklog.protocol.messages import API_BY_KEY
@@ -40,7 +40,7 @@ def raising(exc: Exception) -> Handler:
 
 
 def serve(tmp_path: Path, *specs: HandlerSpec) -> tuple[Dispatcher, Connection]:
-    broker = Broker({"log.dirs": str(tmp_path)})  # never started: the handlers do not use it
+    broker = build_single_node({"log.dirs": str(tmp_path)}).broker  # never started: the handlers do not use it
     dispatcher = Dispatcher(broker, {s.api_key: s for s in specs})
     return dispatcher, connection(dispatcher)
 

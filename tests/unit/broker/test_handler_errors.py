@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from sparklog.broker.broker import Broker
+from sparklog.cluster.single_node import build_single_node
+from sparklog.controller import Controller
 from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.errors import ErrorCode as E
 from sparklog.protocol.internal_topics import CONSUMER_OFFSETS
@@ -32,9 +34,10 @@ async def call(broker: Broker, key: int, version: int, request: TopLevel) -> Any
 def with_broker(tmp_path: Path, body: Callable[[Broker], Awaitable[None]], *,
                 start: bool = True) -> None:
     async def main() -> None:
-        broker = Broker({"log.dirs": str(tmp_path), "listeners": "PLAINTEXT://127.0.0.1:0",
-                         "auto.create.topics.enable": "false",
-                         "offsets.topic.num.partitions": "3"})
+        broker = build_single_node({"log.dirs": str(tmp_path),
+                                    "listeners": "PLAINTEXT://127.0.0.1:0",
+                                    "auto.create.topics.enable": "false",
+                                    "offsets.topic.num.partitions": "3"}).broker
         if not start:
             await body(broker)
             return
@@ -122,7 +125,8 @@ def test_group_requests_the_coordinator_refuses(tmp_path: Path) -> None:
 def test_partition_requests_report_per_partition_errors(tmp_path: Path) -> None:
     async def body(b: Broker) -> None:
         rm = b.replica_manager
-        b.controller.change_leader(TOPIC, 0, b.node_id)  # epoch 1: older ones are fenced
+        assert isinstance(b.channel, Controller)  # the single node's in-process channel
+        b.channel.change_leader(TOPIC, 0, b.node_id)  # epoch 1: older ones are fenced
         p = rm.leader_partition(TOPIC, 0)
         assert p.leader_epoch == 1
         assert rm.append(TOPIC, 0, encode_batch([Record(value=b"v")] * 3), acks=1).error is None

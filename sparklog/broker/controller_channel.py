@@ -1,0 +1,64 @@
+"""The broker's one way to the controller: the writes it asks for and the records it gets back.
+
+DESIGN.md: the broker talks to the controller through a channel, never by importing it.
+Writes (registration, topic changes, configs, producer-id blocks) go through the methods
+below; the controller answers a write only after the change is durable and published.
+Reads never come here: the broker loads ``metadata_records()`` into its ``MetadataCache``
+when it starts and applies every batch the controller publishes to its listeners, and
+handlers read the cache. The embedded single node hands the ``Controller`` itself over as
+the channel (``sparklog.cluster.single_node``); a broker in another process than the
+controller will get an RPC form of the same methods.
+
+Errors are the protocol's ``KafkaError`` subclasses, so a handler turns a refused write into
+its response's error code the same way whichever form the channel has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol
+
+from sparklog.broker.metadata_cache import MetadataRecord, TopicInfo
+from sparklog.broker.producer_ids import ProducerIdBlocks
+
+__all__ = ["ControllerChannel", "MetadataListener"]
+
+MetadataListener = Callable[[list[MetadataRecord]], None]
+"""Called with each batch of records the controller commits, in commit order."""
+
+
+class ControllerChannel(ProducerIdBlocks, Protocol):
+    def open(self) -> None:
+        """Make the controller's metadata available (a new cluster gets its cluster id)."""
+        ...
+
+    def close(self) -> None: ...
+
+    def metadata_records(self) -> list[MetadataRecord]:
+        """Records that recreate the current metadata, live brokers included."""
+        ...
+
+    def add_listener(self, fn: MetadataListener) -> None: ...
+
+    def register_broker(self, node_id: int, host: str, port: int, rack: str | None = None) -> None:
+        """The broker serves at host:port from now on (it becomes live)."""
+        ...
+
+    def unregister_broker(self, node_id: int) -> None: ...
+
+    def create_topic(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
+                     configs: Mapping[str, str] | None = None, *,
+                     assignments: Mapping[int, Sequence[int]] | None = None,
+                     internal: bool = False, validate_only: bool = False) -> TopicInfo:
+        """-1 means the controller's default; ``validate_only`` checks without committing."""
+        ...
+
+    def delete_topic(self, name: str) -> TopicInfo: ...
+
+    def create_partitions(self, name: str, total: int,
+                          assignments: Sequence[Sequence[int]] | None = None, *,
+                          validate_only: bool = False) -> TopicInfo: ...
+
+    def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
+        """Replace the topic's config overrides with ``configs``."""
+        ...

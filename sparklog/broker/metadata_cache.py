@@ -1,0 +1,183 @@
+"""The broker's local metadata cache: the cluster metadata the broker and its handlers read.
+
+The controller owns metadata changes; it publishes each committed change as records (the
+record types ``sparklog.controller.metadata`` documents) through the ``ControllerChannel``.
+The broker loads the controller's current records once when it starts and then applies
+every published batch, in order, to this cache; handlers read topics, partitions, configs,
+ids, live brokers and the cluster id from here and never ask the controller. So a broker
+needs nothing but records to know the cluster, which is what a broker in another process
+than the controller will get over RPC.
+
+``MetadataImage`` (records applied in order) is the same for the controller, which rebuilds
+it from its durable log, and for this cache; the cache adds which brokers are live, which
+the controller publishes as ``unfence_broker`` / ``fence_broker`` records that are session
+state and never written to the metadata log.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+__all__ = ["BrokerInfo", "MetadataCache", "MetadataImage", "MetadataRecord", "PartitionInfo",
+           "TopicInfo", "fence_record", "unfence_record"]
+
+MetadataRecord = dict[str, Any]
+"""One metadata change, JSON-shaped: ``{"type": ..., ...}``."""
+
+
+def unfence_record(node_id: int) -> MetadataRecord:
+    """The broker ``node_id`` is live (registered): it may lead partitions clients use."""
+    return {"type": "unfence_broker", "node_id": node_id}
+
+
+def fence_record(node_id: int) -> MetadataRecord:
+    """The broker ``node_id`` is gone (unregistered)."""
+    return {"type": "fence_broker", "node_id": node_id}
+
+
+@dataclass
+class PartitionInfo:
+    topic: str
+    partition: int
+    replicas: list[int]
+    isr: list[int]
+    leader: int
+    leader_epoch: int = 0
+    partition_epoch: int = 0
+
+    def to_record(self) -> MetadataRecord:
+        return {"type": "partition", "topic": self.topic, "partition": self.partition,
+                "replicas": self.replicas, "isr": self.isr, "leader": self.leader,
+                "leader_epoch": self.leader_epoch, "partition_epoch": self.partition_epoch}
+
+
+@dataclass
+class TopicInfo:
+    name: str
+    topic_id: bytes
+    configs: dict[str, str] = field(default_factory=dict)
+    internal: bool = False
+    partitions: dict[int, PartitionInfo] = field(default_factory=dict)
+
+    def to_record(self) -> MetadataRecord:
+        return {"type": "topic", "name": self.name, "topic_id": self.topic_id.hex(),
+                "configs": self.configs, "internal": self.internal}
+
+
+@dataclass
+class BrokerInfo:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+class MetadataImage:
+    """The current cluster metadata, rebuilt by applying records in order."""
+
+    def __init__(self) -> None:
+        self.cluster_id: str | None = None
+        self.topics: dict[str, TopicInfo] = {}
+        self.topics_by_id: dict[bytes, TopicInfo] = {}
+        self.brokers: dict[int, BrokerInfo] = {}
+        self.next_producer_id = 0
+
+    def apply(self, rec: MetadataRecord) -> None:
+        kind = rec.get("type")
+        if kind == "cluster":
+            self.cluster_id = rec["cluster_id"]
+        elif kind == "broker":
+            self.brokers[rec["node_id"]] = BrokerInfo(rec["node_id"], rec["host"], rec["port"],
+                                                      rec.get("rack"))
+        elif kind == "topic":
+            tid = bytes.fromhex(rec["topic_id"])
+            old = self.topics.get(rec["name"])
+            if old is not None and old.topic_id != tid:
+                self.topics_by_id.pop(old.topic_id, None)
+            info = TopicInfo(rec["name"], tid, dict(rec.get("configs") or {}),
+                             bool(rec.get("internal", False)),
+                             old.partitions if old is not None and old.topic_id == tid else {})
+            self.topics[info.name] = info
+            self.topics_by_id[tid] = info
+        elif kind == "partition":
+            t = self.topics.get(rec["topic"])
+            if t is None:
+                log.warning("metadata: partition record for unknown topic %s", rec["topic"])
+                return
+            t.partitions[rec["partition"]] = PartitionInfo(
+                rec["topic"], rec["partition"], list(rec["replicas"]), list(rec["isr"]),
+                rec["leader"], rec.get("leader_epoch", 0), rec.get("partition_epoch", 0))
+        elif kind == "config":
+            t = self.topics.get(rec["topic"])
+            if t is not None:
+                t.configs = dict(rec["configs"])
+        elif kind == "producer_ids":
+            self.next_producer_id = max(self.next_producer_id, int(rec["next"]))
+        elif kind == "remove_topic":
+            t = self.topics.pop(rec["name"], None)
+            if t is not None:
+                self.topics_by_id.pop(t.topic_id, None)
+        else:
+            log.warning("metadata: unknown record type %r ignored", kind)
+
+    def records(self) -> list[MetadataRecord]:
+        """Records that recreate this image from nothing (a snapshot)."""
+        out: list[MetadataRecord] = []
+        if self.cluster_id is not None:
+            out.append({"type": "cluster", "cluster_id": self.cluster_id})
+        if self.next_producer_id:
+            out.append({"type": "producer_ids", "next": self.next_producer_id})
+        for b in self.brokers.values():
+            out.append({"type": "broker", "node_id": b.node_id, "host": b.host, "port": b.port,
+                        "rack": b.rack})
+        for t in self.topics.values():
+            out.append(t.to_record())
+            out.extend(p.to_record() for _, p in sorted(t.partitions.items()))
+        return out
+
+
+class MetadataCache:
+    """What the broker knows of the cluster: an image of the published records plus the live
+    brokers. Read-only to everything but ``load`` and ``apply`` (the channel's feed)."""
+
+    def __init__(self) -> None:
+        self.image = MetadataImage()
+        self.live_brokers: set[int] = set()
+
+    def load(self, records: Iterable[MetadataRecord]) -> None:
+        """Start over from a full set of records (the controller's current state)."""
+        self.image = MetadataImage()
+        self.live_brokers = set()
+        self.apply(records)
+
+    def apply(self, records: Iterable[MetadataRecord]) -> None:
+        for rec in records:
+            kind = rec.get("type")
+            if kind == "unfence_broker":
+                self.live_brokers.add(rec["node_id"])
+            elif kind == "fence_broker":
+                self.live_brokers.discard(rec["node_id"])
+            else:
+                self.image.apply(rec)
+
+    @property
+    def cluster_id(self) -> str:
+        return self.image.cluster_id or ""
+
+    def topic(self, name: str) -> TopicInfo | None:
+        return self.image.topics.get(name)
+
+    def topic_by_id(self, topic_id: bytes) -> TopicInfo | None:
+        return self.image.topics_by_id.get(topic_id)
+
+    def topics(self) -> dict[str, TopicInfo]:
+        """A copy: callers may hold it across changes."""
+        return dict(self.image.topics)
+
+    def live_broker_list(self) -> list[BrokerInfo]:
+        return [b for i, b in sorted(self.image.brokers.items()) if i in self.live_brokers]

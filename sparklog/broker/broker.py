@@ -205,9 +205,9 @@ class Broker:
                      validate_only: bool = False, internal: bool = False) -> TopicInfo:
         self._check_configs(configs or {})
         return self.channel.create_topic(name, num_partitions, replication_factor,
-                                            configs or {}, assignments=assignments,
-                                            internal=internal or name in INTERNAL_TOPICS,
-                                            validate_only=validate_only)
+                                         configs or {}, assignments=assignments,
+                                         internal=internal or name in INTERNAL_TOPICS,
+                                         validate_only=validate_only)
 
     def auto_create_topic(self, name: str) -> TopicInfo | None:
         """Metadata-triggered creation (``auto.create.topics.enable``); None when disabled."""

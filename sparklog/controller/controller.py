@@ -1,7 +1,7 @@
 """The single-node controller: owns cluster metadata changes and their validation.
 
 Every topic/partition/config change goes through here, is appended to the metadata log
-(durably) and only then published to listeners (the broker's replica manager), so a broker
+(durably) and only then published to listeners (each broker's metadata cache), so a broker
 never serves a partition the metadata could forget. The shape is the one a multi-broker
 controller extends: brokers register, partitions have replica lists, an ISR, a leader and
 a leader epoch that increases on every leadership change (clients fence stale leaders by

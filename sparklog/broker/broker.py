@@ -31,6 +31,7 @@ from sparklog.broker.server import KafkaServer
 from sparklog.protocol.errors import ErrorCode, KafkaError
 from sparklog.protocol.internal_topics import CONSUMER_OFFSETS, INTERNAL_TOPICS
 from sparklog.protocol.topic_names import validate_topic_name
+from sparklog.storage.dir_lock import LogDirLocks
 from sparklog.storage.log_config import LogConfig
 from sparklog.storage.log_manager import LogManager
 from sparklog.storage.partition_log import PartitionLog
@@ -64,6 +65,7 @@ class Broker:
         self.dispatcher = Dispatcher(self)
         self.server: KafkaServer | None = None
         self.started = False
+        self._dir_locks: LogDirLocks | None = None  # held from start() to shutdown()
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -72,8 +74,8 @@ class Broker:
         return self.server.port if self.server is not None else 0
 
     async def start(self) -> None:
-        for d in self.data_dirs:
-            os.makedirs(d, exist_ok=True)
+        # before anything reads or writes the directories: a second broker on them fails here
+        self._dir_locks = LogDirLocks(self.data_dirs)
         self.channel.open()
         self.metadata.load(self.channel.metadata_records())
         self.channel.add_listener(self._on_metadata)
@@ -117,6 +119,9 @@ class Broker:
             self.log_manager = None
         self.channel.unregister_broker(self.node_id)
         self.channel.close()
+        if self._dir_locks is not None:
+            self._dir_locks.release()
+            self._dir_locks = None
         self.started = False
         log.info("sparklog broker %d stopped", self.node_id)
 
@@ -133,6 +138,7 @@ class Broker:
             retention_check_interval_ms=int(cfg.get("log.retention.check.interval.ms")),
             checkpoint_interval_ms=int(cfg.get("log.flush.offset.checkpoint.interval.ms")),
             cleaner_enable=bool(cfg.get("log.cleaner.enable")),
+            dir_locks=self._dir_locks,
         )
         # logs of topics the metadata no longer has (deleted while we were down) go away
         known = self.metadata.topics()

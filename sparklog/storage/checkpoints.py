@@ -107,11 +107,14 @@ def atomic_write(path: str, data: bytes | str) -> None:
 
 
 def _read_lines(path: str) -> list[str] | None:
+    """The file's lines; None when it does not exist; KafkaStorageError when it is not text."""
     try:
         with open(path, encoding="utf-8") as f:
             return f.read().splitlines()
     except FileNotFoundError:
         return None
+    except UnicodeDecodeError as exc:
+        raise KafkaStorageError(f"malformed checkpoint {path}: not UTF-8 text ({exc})") from None
 
 
 def _parse_counted(path: str, lines: list[str], fields: int) -> list[list[str]]:

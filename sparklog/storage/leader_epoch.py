@@ -13,7 +13,10 @@ atomically, as Kafka does (epoch changes are rare).
 from __future__ import annotations
 
 import logging
+import os
 from bisect import bisect_right
+
+from sparklog.protocol.errors import KafkaStorageError
 
 from .checkpoints import read_epoch_checkpoint, write_epoch_checkpoint
 
@@ -31,10 +34,29 @@ class LeaderEpochCache:
         self.path = path
         self._epochs: list[int] = []
         self._starts: list[int] = []
-        if path is not None:
-            for epoch, start in read_epoch_checkpoint(path):
-                self._epochs.append(epoch)
-                self._starts.append(start)
+        # the checkpoint was missing or unreadable: the log loader rebuilds the cache from
+        # the batches' partition leader epochs
+        self.needs_rebuild = False
+        if path is None:
+            return
+        try:
+            entries = read_epoch_checkpoint(path)
+        except KafkaStorageError as exc:
+            log.error("%s; the leader-epoch cache is rebuilt from the log", exc)
+            self.needs_rebuild = True
+            return
+        self.needs_rebuild = not entries and not os.path.exists(path)
+        starts_before = -1
+        for epoch, start in entries:
+            if (self._epochs and epoch <= self._epochs[-1]) or start <= starts_before:
+                log.error("leader-epoch checkpoint %s is not monotonic at (%d, %d); the "
+                          "leader-epoch cache is rebuilt from the log", path, epoch, start)
+                self._epochs, self._starts = [], []
+                self.needs_rebuild = True
+                return
+            self._epochs.append(epoch)
+            self._starts.append(start)
+            starts_before = start
 
     def entries(self) -> list[tuple[int, int]]:
         return list(zip(self._epochs, self._starts, strict=True))

@@ -3,20 +3,33 @@ re-validated before the log serves anything (Kafka's ``LogLoader``).
 
 In order: transient files go (``.tmp``, ``.cleaned``, ``.deleted``, index swaps); a
 compaction that crashed after its output became ``.log.swap`` is completed; orphan indexes
-go; then segments below the recovery point are loaded as trusted (their indexes only
-sanity-checked, rebuilt when that fails) and the rest are recovered batch by batch
-(``LogSegment.recover``); finally leader epochs are cut to the log's range and producer
-state is rebuilt from the latest snapshot plus the batches after it.
+go; then sealed segments below the recovery point are loaded as trusted (their indexes only
+sanity-checked, rebuilt when that fails) and the rest, always including the active segment,
+are recovered batch by batch (``LogSegment.recover``); finally leader epochs are cut to the
+log's range (rebuilt from the batches' partition leader epochs when the checkpoint was
+missing or unreadable) and producer state is rebuilt from the latest snapshot plus the
+batches after it.
+
+The active segment is validated even after a clean shutdown (Kafka trusts it then): it is the
+only segment appended to, so an undetected torn or garbage tail there would have the next
+append land after bytes no reader can pass, and that acknowledged record would never be
+served. Sealed segments below the recovery point stay trusted (re-reading every byte at each
+start would make start-up cost grow with the log); the scrub (``LogManager``'s
+``scrub_interval_ms``) finds bit rot in them.
 
 Invariants it establishes:
 
 * Segments are sorted by base offset, all but the last non-empty, and each one's batches
   follow the previous segment's offsets.
-* A torn or corrupt tail of the LAST non-empty segment is truncated at the last valid batch
-  (it was never acknowledged as durable); later, empty segments go with it.
-* A bad batch inside a *sealed* segment is never dropped (later segments may hold
-  acknowledged data): the segment keeps ``corrupt_position``/``corrupt_offset`` so reads of
-  that range fail and the broker can re-fetch it from a replica.
+* A torn or corrupt tail of the LAST non-empty segment is truncated at its first invalid
+  batch (Kafka's recovery), with an ERROR line naming the file, the position and the bytes
+  dropped; later, empty segments go with it. So the log end offset always follows the last
+  servable batch, and appends keep offsets dense.
+* A bad batch inside a *sealed* segment followed by non-empty segments is never dropped
+  (later segments hold acknowledged data a single replica cannot get back): the segment
+  keeps ``corrupt_position``/``corrupt_offset`` so reads of that range fail with
+  KAFKA_STORAGE_ERROR and the broker can re-fetch it from a replica; later segments are
+  served, and appends go to the active segment, never after those bytes.
 * log start offset <= recovery point <= log end offset; the leader-epoch cache and
   producer state cover exactly [log start, log end).
 """
@@ -111,26 +124,24 @@ class LogLoader:
     def load(self, recovery_point: int, log_start_offset: int | None,
              clean: bool) -> LoadedLog:
         """Everything the module docstring lists. ``clean`` (a clean shutdown) trusts every
-        segment; otherwise those from the one holding ``recovery_point`` on are recovered."""
+        sealed segment; otherwise those from the one holding ``recovery_point`` on are
+        recovered. The active segment is recovered either way."""
         bases = self._clear_transient_files()
         segments = [self._new_segment(b, "") for b in sorted(bases)]
         if not segments:
             segments = [self._new_segment(log_start_offset or 0, "")]
 
+        active = len(segments) - 1
         if clean:
-            first_unflushed = len(segments)
+            first_unflushed = active
         else:
-            first_unflushed = max(0, bisect_right(segments, recovery_point, key=BY_BASE_OFFSET) - 1)
+            first_unflushed = min(active, max(
+                0, bisect_right(segments, recovery_point, key=BY_BASE_OFFSET) - 1))
         for i in range(first_unflushed):
-            nxt = segments[i + 1].base_offset if i + 1 < len(segments) else None
-            segments[i].load(nxt)
-        if first_unflushed < len(segments):
-            self._recover_segments(segments, first_unflushed)
-        else:
-            last = segments[-1]
-            # a clean log still gets the cheap check that its tail is whole
-            if last.size and last.next_offset == last.base_offset:
-                self._recover_segments(segments, len(segments) - 1)
+            segments[i].load(segments[i + 1].base_offset)
+        self._recover_segments(segments, first_unflushed)
+        if self._epochs.needs_rebuild:
+            self._rebuild_epochs(segments)
 
         leo = segments[-1].next_offset
         start = segments[0].base_offset if log_start_offset is None else log_start_offset
@@ -211,8 +222,6 @@ class LogLoader:
             is_tail = all(os.fstat(s.fd).st_size == 0 for s in segs[i + 1 :])
             res = seg.recover(self._on_recovered_batch, truncate=is_tail, min_offset=expected)
             if res.error is not None and is_tail:
-                log.warning("%s: recovery dropped %d bytes from %s", self._name,
-                            res.dropped_bytes, seg.log_path)
                 for s in segs[i + 1 :]:
                     s.delete_files()
                 del segs[i + 1 :]
@@ -235,6 +244,21 @@ class LogLoader:
         for s in segs:
             s.offset_index.flush()
             s.time_index.flush()
+
+    def _rebuild_epochs(self, segs: list[LogSegment]) -> None:
+        """The leader-epoch cache from the partition leader epoch of every servable batch
+        (the checkpoint was missing or unreadable); one header read per batch."""
+        epochs = self._epochs
+        epochs.clear()
+        for seg in segs:
+            end = seg.size if seg.corrupt_position is None else seg.corrupt_position
+            for b in seg.iter_headers(0, end):
+                h = seg.read_header(b.position)
+                if h is not None and h.partition_leader_epoch > epochs.latest_epoch:
+                    epochs.assign(h.partition_leader_epoch, h.base_offset)
+        if epochs.entries():
+            log.warning("%s: rebuilt leader epochs %s from the log into %s", self._name,
+                        epochs.entries(), epochs.path)
 
     def _on_recovered_batch(self, view: BatchView) -> None:
         ple = view.partition_leader_epoch

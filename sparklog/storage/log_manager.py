@@ -46,6 +46,7 @@ from .checkpoints import (
     write_meta_properties,
     write_offset_checkpoint,
 )
+from .dir_lock import LogDirLocks
 from .log_config import LogConfig
 from .log_loader import parse_topic_partition
 from .partition_log import PartitionLog
@@ -72,12 +73,20 @@ class LogManager:
         cleaner_enable: bool = True,
         scrub_interval_ms: int | None = None,
         time_ms: Callable[[], int] | None = None,
+        dir_locks: LogDirLocks | None = None,
     ) -> None:
-        """Open every partition found in ``log_dirs`` (recovering those not shut down
-        cleanly). ``start()`` then starts the background scheduler."""
+        """Lock ``log_dirs`` (``dir_lock``) and open every partition found there
+        (recovering those not shut down cleanly). ``start()`` then starts the background
+        scheduler; ``shutdown()`` releases the locks. ``dir_locks``: the caller holds them
+        already (it works in the directories before and after the log manager does) and
+        releases them itself."""
         if not log_dirs:
             raise ValueError("at least one log dir is needed")
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
+        if dir_locks is not None and dir_locks.dirs != self.log_dirs:
+            raise ValueError(f"dir_locks hold {dir_locks.dirs}, not {self.log_dirs}")
+        # the locks this manager took (and releases); None when the caller holds them
+        self._own_locks = None if dir_locks is not None else LogDirLocks(self.log_dirs)
         self.default_config = default_config or LogConfig()
         self.topic_configs: dict[str, LogConfig] = dict(topic_configs or {})
         self.cluster_id = cluster_id
@@ -105,10 +114,15 @@ class LogManager:
         self._thread: threading.Thread | None = None
         self._shut_down = False
         self._new_dirs: set[str] = set()  # no meta.properties yet: nothing to recover
-        for d in self.log_dirs:
-            os.makedirs(d, exist_ok=True)
-            self._check_meta_properties(d)
-        self._load_logs()
+        try:
+            for d in self.log_dirs:
+                self._check_meta_properties(d)
+            self._load_logs()
+        except BaseException:
+            for plog in self._logs.values():
+                plog.close()
+            self._release_locks()
+            raise
 
     # ------------------------------------------------------------------ startup
     def _check_meta_properties(self, d: str) -> None:
@@ -136,10 +150,14 @@ class LogManager:
         for d in self.log_dirs:
             marker = os.path.join(d, CLEAN_SHUTDOWN_MARKER)
             clean = os.path.exists(marker)
-            recovery = read_offset_checkpoint(os.path.join(d, RECOVERY_POINT_CHECKPOINT))
-            starts = read_offset_checkpoint(os.path.join(d, LOG_START_OFFSET_CHECKPOINT))
-            hws = read_offset_checkpoint(os.path.join(d, REPLICATION_CHECKPOINT))
-            cleaned = read_offset_checkpoint(os.path.join(d, CLEANER_CHECKPOINT))
+            # an unreadable recovery point checkpoint (empty here) means every log of the
+            # directory is recovered from its start: ``clean`` needs the log's entry
+            recovery = _read_checkpoint(d, RECOVERY_POINT_CHECKPOINT,
+                                        "every log in the directory is recovered from its start")
+            starts = _read_checkpoint(d, LOG_START_OFFSET_CHECKPOINT,
+                                      "log start offsets fall back to the first segments")
+            hws = _read_checkpoint(d, REPLICATION_CHECKPOINT, "high watermarks start at 0")
+            cleaned = _read_checkpoint(d, CLEANER_CHECKPOINT, "compaction starts over")
             t0 = time.monotonic()
             for name in sorted(os.listdir(d)):
                 path = os.path.join(d, name)
@@ -372,20 +390,38 @@ class LogManager:
             thread.join(timeout_s)
             if thread.is_alive():
                 log.error("log manager scheduler did not stop within %.0f s", timeout_s)
-        clean = True
-        for plog in self.logs().values():
-            try:
-                plog.flush()
-            except KafkaStorageError:
-                log.exception("flush of %s failed at shutdown", plog)
-                clean = False
-        self.write_checkpoints()
-        for plog in self.logs().values():
-            plog.close()
-        self._delete_dirs()
-        if clean:
-            for d in self.log_dirs:
-                atomic_write(os.path.join(d, CLEAN_SHUTDOWN_MARKER), b"")
-        self._thread = None
+        try:
+            clean = True
+            for plog in self.logs().values():
+                try:
+                    plog.flush()
+                except KafkaStorageError:
+                    log.exception("flush of %s failed at shutdown", plog)
+                    clean = False
+            self.write_checkpoints()
+            for plog in self.logs().values():
+                plog.close()
+            self._delete_dirs()
+            if clean:
+                for d in self.log_dirs:
+                    atomic_write(os.path.join(d, CLEAN_SHUTDOWN_MARKER), b"")
+            self._thread = None
+        finally:
+            self._release_locks()
+
+    def _release_locks(self) -> None:
+        if self._own_locks is not None:
+            self._own_locks.release()
 
     close = shutdown
+
+
+def _read_checkpoint(directory: str, name: str, consequence: str) -> dict[TopicPartition, int]:
+    """Checkpoint ``name`` of a log dir; an unreadable one is logged (with what follows from
+    ignoring it) and read as empty, like a missing one: start-up goes on."""
+    path = os.path.join(directory, name)
+    try:
+        return read_offset_checkpoint(path)
+    except KafkaStorageError as exc:
+        log.error("%s; ignoring %s: %s", exc, path, consequence)
+        return {}

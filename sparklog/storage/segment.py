@@ -497,8 +497,8 @@ class LogSegment:
         dropped = file_size - pos
         if error is not None:
             if truncate:
-                log.warning("recovering %s: %s; truncating %d bytes at position %d",
-                            self.log_path, error, dropped, pos)
+                log.error("recovering %s: %s; truncating %d bytes at position %d "
+                          "(offset %d)", self.log_path, error, dropped, pos, self.next_offset)
                 os.ftruncate(self.fd, pos)
             else:
                 log.error("segment %s is corrupt from position %d (offset %d): %s; that range "

@@ -1,6 +1,7 @@
-"""LogManager: several log dirs, checkpoints (Kafka text format, atomic), clean-shutdown
-marker, recovery from the recovery point after a crash, delete, and the background scheduler
-(retention, compaction, flush) that stops cleanly."""
+"""LogManager: several log dirs, checkpoints (Kafka text format, atomic; an unreadable one is
+ignored), clean-shutdown marker, recovery from the recovery point after a crash, the log-dir
+locks, delete, and the background scheduler (retention, compaction, flush) that stops
+cleanly."""
 
 from __future__ import annotations
 
@@ -8,8 +9,11 @@ import os
 import threading
 import time
 
+import pytest
+
 from sparklog.storage import LogConfig, LogManager
-from sparklog.storage.checkpoints import read_offset_checkpoint
+from sparklog.storage.checkpoints import RECOVERY_POINT_CHECKPOINT, read_offset_checkpoint
+from sparklog.storage.dir_lock import LOCK_FILE, LogDirInUseError, LogDirLocks
 from tests.helpers.batches import make_batch, read_all
 from tests.helpers.polling import wait_until
 
@@ -55,14 +59,16 @@ def test_partitions_spread_over_log_dirs_and_checkpoints(tmp_path):
 
 def test_crash_recovers_from_recovery_point(tmp_path):
     d = str(tmp_path / "d")
-    lm = LogManager([d], LogConfig(segment_bytes=400))
+    locks = LogDirLocks([d])  # held as a process would: a crash drops them
+    lm = LogManager([d], LogConfig(segment_bytes=400), dir_locks=locks)
     lg = lm.get_or_create_log("t", 0)
     _fill(lg, 10)
     lg.flush()
     lm.write_checkpoints()
     _fill(lg, 3)
     seg = lg.active_segment.log_path
-    # crash: no shutdown; the tail of the last append is torn
+    # crash: no shutdown, the kernel drops the lock; the tail of the last append is torn
+    locks.release()
     os.truncate(seg, os.path.getsize(seg) - 5)
     lm2 = LogManager([d], LogConfig(segment_bytes=400))
     lg2 = lm2.get_log("t", 0)
@@ -110,3 +116,49 @@ def test_scheduler_runs_retention_compaction_flush_and_stops(tmp_path):
     assert not worker.is_alive()  # this manager's scheduler, not a neighbour test's
     starts = read_offset_checkpoint(str(tmp_path / "d" / "log-start-offset-checkpoint"))
     assert starts[("old", 0)] == ret.log_start_offset > 0
+
+
+def test_a_locked_log_dir_refuses_a_second_manager_until_shutdown(tmp_path):
+    d1, d2 = str(tmp_path / "a"), str(tmp_path / "b")
+    lm = LogManager([d1, d2])
+    lm.get_or_create_log("t", 0).append_as_leader(make_batch(1), 0)
+    with open(os.path.join(d2, LOCK_FILE)) as f:
+        assert f.read().strip() == str(os.getpid())
+    with pytest.raises(LogDirInUseError, match=rf"data directory {d2} is in use by another "
+                       rf"sparklog process \(pid {os.getpid()}\)"):
+        LogManager([str(tmp_path / "c"), d2])
+    # the refused manager kept no lock and touched nothing: a third directory is free
+    LogDirLocks([str(tmp_path / "c")]).release()
+    assert not os.path.exists(os.path.join(d1, ".kafka_cleanshutdown"))
+    lm.shutdown()
+    lm2 = LogManager([d1, d2])
+    assert lm2.get_log("t", 0).log_end_offset == 1
+    lm2.shutdown()
+
+
+@pytest.mark.parametrize("garbage", [b"", b"0\n5\nt 0 1\n", b"\xff\xfe garbage \x00"])
+def test_unreadable_recovery_point_checkpoint_recovers_every_log(tmp_path, caplog, garbage):
+    d = str(tmp_path / "d")
+    lm = LogManager([d], LogConfig(segment_bytes=400))
+    for p in range(2):
+        _fill(lm.get_or_create_log("t", p), 6)
+    lm.shutdown()
+    seg = os.path.join(d, "t-1", "00000000000000000000.log")
+    with open(seg, "ab") as f:
+        f.write(b"\x00" * 100)  # behind a trusted recovery point, only full recovery sees it
+    path = os.path.join(d, RECOVERY_POINT_CHECKPOINT)
+    with open(path, "wb") as f:
+        f.write(garbage)
+    with caplog.at_level("ERROR"):
+        lm2 = LogManager([d], LogConfig(segment_bytes=400))
+    assert any(path in r.getMessage() and "recovered from its start" in r.getMessage()
+               for r in caplog.records if r.levelname == "ERROR")
+    # the zeros after the first segment's last batch were found, not served
+    assert lm2.get_log("t", 0).corrupt_ranges == []
+    first_sealed = lm2.get_log("t", 1).segments[1].base_offset
+    assert lm2.get_log("t", 1).corrupt_ranges == [(first_sealed, first_sealed)]
+    for p in range(2):
+        lg = lm2.get_log("t", p)
+        assert lg.log_end_offset == 12
+        assert lg.append_as_leader(make_batch(1), 0).first_offset == 12
+    lm2.shutdown()

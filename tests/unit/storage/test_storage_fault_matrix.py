@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
@@ -36,9 +35,16 @@ from sparklog.protocol.errors import KafkaStorageError
 from sparklog.storage import LogConfig, LogManager, PartitionLog
 from sparklog.storage.checkpoints import RECOVERY_POINT_CHECKPOINT
 from sparklog.storage.dir_lock import LogDirLocks
-from sparklog.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT
-from sparklog.storage.producer_state import SNAPSHOT_SUFFIX
 from tests.helpers.batches import make_batch
+from tests.helpers.log_faults import (
+    FAULTS,
+    Damage,
+    corrupt_recovery_point,
+    flip,
+    garbage_tail,
+    last_batch_span,
+    segment_files,
+)
 
 CFG = LogConfig(segment_bytes=1200, index_interval_bytes=150)
 PID = 4242  # one idempotent producer writes every batch: producer state must survive too
@@ -61,15 +67,6 @@ class Written:
     @property
     def leo(self) -> int:
         return next(iter_batch_views(self.batches[-1])).next_offset
-
-
-@dataclass
-class Damage:
-    """Offsets [lost_from, leo) may be gone (truncated: the new append lands at lost_from);
-    [unserved_lo, unserved_hi) must be refused, not served."""
-
-    lost_from: int | None = None
-    unserved: tuple[int, int] | None = None
 
 
 def _views(raw: bytes):
@@ -103,133 +100,6 @@ def _write(d: str, crash: bool, rng: random.Random) -> Written:
         lm.shutdown()
     locks.release()
     return written
-
-
-def _segment_files(d: str, suffix: str) -> list[str]:
-    part = os.path.join(d, "t-0")
-    return sorted(os.path.join(part, n) for n in os.listdir(part) if n.endswith(suffix))
-
-
-def _last_batch_span(d: str) -> tuple[str, int, int, int]:
-    """(active segment file, position, size, base offset) of its last batch."""
-    path = _segment_files(d, ".log")[-1]
-    with open(path, "rb") as f:
-        data = f.read()
-    pos, last = 0, None
-    for v in iter_batch_views(data):
-        last = (pos, v.size, v.base_offset)
-        pos += v.size
-    assert last is not None
-    return (path, *last)
-
-
-def _flip(path: str, pos: int) -> None:
-    with open(path, "r+b") as f:
-        f.seek(pos)
-        b = f.read(1)[0]
-        f.seek(pos)
-        f.write(bytes([b ^ 0x20]))
-
-
-# ---------------------------------------------------------------- faults
-
-
-def garbage_tail(d: str, w: Written) -> Damage:
-    with open(_segment_files(d, ".log")[-1], "ab") as f:
-        f.write(random.Random(1).randbytes(300))
-    return Damage()
-
-
-def zeroed_tail(d: str, w: Written) -> Damage:
-    with open(_segment_files(d, ".log")[-1], "ab") as f:
-        f.write(bytes(4096))  # preallocated space a crash leaves after the last write
-    return Damage()
-
-
-def truncated_last_batch(d: str, w: Written) -> Damage:
-    path, pos, size, base = _last_batch_span(d)
-    os.truncate(path, pos + size // 2)
-    return Damage(lost_from=base)
-
-
-def bit_flip_last_batch(d: str, w: Written) -> Damage:
-    path, pos, size, base = _last_batch_span(d)
-    _flip(path, pos + BATCH_HEADER_SIZE + (size - BATCH_HEADER_SIZE) // 2)  # a record's bytes
-    return Damage(lost_from=base)
-
-
-def bit_flip_middle_segment(d: str, w: Written) -> Damage:
-    logs = _segment_files(d, ".log")
-    with open(logs[1], "rb") as f:
-        views = _views(f.read())
-    victim = views[len(views) // 2]
-    pos = sum(v.size for v in views[: len(views) // 2])
-    _flip(logs[1], pos + BATCH_HEADER_SIZE + (victim.size - BATCH_HEADER_SIZE) // 2)
-    next_base = int(os.path.basename(logs[2]).split(".")[0])
-    return Damage(unserved=(victim.base_offset, next_base))
-
-
-def _overwrite(suffix: str) -> Callable[[str, Written], Damage]:
-    def fault(d: str, w: Written) -> Damage:
-        rng = random.Random(suffix)
-        files = _segment_files(d, suffix)
-        assert files
-        for p in files:
-            with open(p, "wb") as f:
-                f.write(rng.randbytes(rng.randint(1, 60)))
-        return Damage()
-    fault.__name__ = f"corrupt{suffix.replace('.', '_')}"
-    return fault
-
-
-def _remove(suffix: str) -> Callable[[str, Written], Damage]:
-    def fault(d: str, w: Written) -> Damage:
-        files = _segment_files(d, suffix)
-        assert files
-        for p in files:
-            os.remove(p)
-        return Damage()
-    fault.__name__ = f"missing{suffix.replace('.', '_')}"
-    return fault
-
-
-def _garble(path_of: Callable[[str], str], remove: bool) -> Callable[[str, Written], Damage]:
-    def fault(d: str, w: Written) -> Damage:
-        path = path_of(d)
-        assert os.path.exists(path)
-        if remove:
-            os.remove(path)
-        else:
-            with open(path, "wb") as f:
-                f.write(b"0\n3\n7 zz\n\xff\xfe\n")
-        return Damage()
-    return fault
-
-
-def _epoch_file(d: str) -> str:
-    return os.path.join(d, "t-0", LEADER_EPOCH_CHECKPOINT)
-
-
-def _recovery_file(d: str) -> str:
-    return os.path.join(d, RECOVERY_POINT_CHECKPOINT)
-
-
-FAULTS: dict[str, Callable[[str, Written], Damage]] = {
-    "garbage_tail": garbage_tail,
-    "zeroed_tail": zeroed_tail,
-    "truncated_last_batch": truncated_last_batch,
-    "bit_flip_last_batch": bit_flip_last_batch,
-    "bit_flip_middle_segment": bit_flip_middle_segment,
-    "corrupt_index": _overwrite(".index"),
-    "missing_index": _remove(".index"),
-    "corrupt_timeindex": _overwrite(".timeindex"),
-    "missing_timeindex": _remove(".timeindex"),
-    "corrupt_leader_epochs": _garble(_epoch_file, remove=False),
-    "missing_leader_epochs": _garble(_epoch_file, remove=True),
-    "corrupt_producer_snapshots": _overwrite(SNAPSHOT_SUFFIX),
-    "missing_producer_snapshots": _remove(SNAPSHOT_SUFFIX),
-    "corrupt_recovery_point": _garble(_recovery_file, remove=False),
-}
 
 
 # ---------------------------------------------------------------- the check
@@ -286,12 +156,13 @@ def _check(log: PartitionLog, w: Written, damage: Damage) -> int:
     return log.log_end_offset
 
 
-@pytest.mark.parametrize("fault", list(FAULTS))
+@pytest.mark.parametrize("fault", [*FAULTS, "corrupt_recovery_point"])
 @pytest.mark.parametrize("shutdown", ["clean", "crash"])
 def test_fault_matrix(tmp_path, caplog, shutdown, fault):
     d = str(tmp_path / "d")
     w = _write(d, shutdown == "crash", random.Random(fault))
-    damage = FAULTS[fault](d, w)
+    part = os.path.join(d, "t-0")
+    damage = FAULTS.get(fault, corrupt_recovery_point)(part)
     with caplog.at_level("WARNING"):
         lm = LogManager([d], CFG)
     log = lm.get_log("t", 0)
@@ -313,9 +184,10 @@ def test_fault_matrix(tmp_path, caplog, shutdown, fault):
 
 def test_tail_damage_log_line_names_file_position_and_bytes(tmp_path, caplog):
     d = str(tmp_path / "d")
-    w = _write(d, False, random.Random(3))
-    garbage_tail(d, w)
-    path = _segment_files(d, ".log")[-1]
+    _write(d, False, random.Random(3))
+    part = os.path.join(d, "t-0")
+    garbage_tail(part)
+    path = segment_files(part, ".log")[-1]
     size = os.path.getsize(path)
     with caplog.at_level("ERROR"):
         lm = LogManager([d], CFG)
@@ -335,7 +207,7 @@ def test_any_tail_damage_keeps_offsets_dense(tmp_path_factory, crash, tail, flip
     a cut into it: the kept prefix is served and the next append follows it densely."""
     d = str(tmp_path_factory.mktemp("prop") / "d")
     w = _write(d, crash, random.Random(11))
-    path, pos, size, base = _last_batch_span(d)
+    path, pos, size, base = last_batch_span(os.path.join(d, "t-0"))
     lost_from = None
     kept = size
     if cut is not None and cut < size:
@@ -350,7 +222,7 @@ def test_any_tail_damage_keeps_offsets_dense(tmp_path_factory, crash, tail, flip
     if flip_at is not None and kept > BATCH_HEADER_SIZE:
         # from the CRC-covered header fields (attributes on) to what the cut left
         at = BATCH_HEADER_SIZE - 40 + int(flip_at * (kept - BATCH_HEADER_SIZE + 40))
-        _flip(path, pos + at)
+        flip(path, pos + at)
         lost_from = base
     with open(path, "ab") as f:
         f.write(tail)

@@ -21,6 +21,7 @@ from sparklog.protocol.errors import (
     FencedLeaderEpochError,
     InvalidTopicError,
     KafkaError,
+    KafkaStorageError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
     RecordTooLargeError,
@@ -115,6 +116,8 @@ class ReplicaManager:
         self._logs = logs
         self._partitions: dict[tuple[str, int], Partition] = {}
         self._by_topic: dict[str, dict[int, Partition]] = {}
+        # partitions whose log could not be opened -> why (clients get KAFKA_STORAGE_ERROR)
+        self._offline: dict[tuple[str, int], str] = {}
 
     # -- lookups ------------------------------------------------------------------------
 
@@ -128,7 +131,7 @@ class ReplicaManager:
         """The partition if this broker leads it; typed Kafka errors otherwise."""
         p = self._partitions.get((topic, partition))
         if p is None:
-            raise UnknownTopicOrPartitionError(f"{topic}-{partition} is not hosted here")
+            raise self._not_hosted(topic, partition)
         if not p.is_leader:
             raise NotLeaderOrFollowerError(f"{topic}-{partition}: this broker is not the leader")
         p.check_epoch(current_leader_epoch)
@@ -137,9 +140,15 @@ class ReplicaManager:
     def hosted_partition(self, topic: str, partition: int, current_leader_epoch: int = -1) -> Partition:
         p = self._partitions.get((topic, partition))
         if p is None:
-            raise UnknownTopicOrPartitionError(f"{topic}-{partition} is not hosted here")
+            raise self._not_hosted(topic, partition)
         p.check_epoch(current_leader_epoch)
         return p
+
+    def _not_hosted(self, topic: str, partition: int) -> KafkaError:
+        offline = self._offline.get((topic, partition))
+        if offline is not None:
+            return KafkaStorageError(f"{topic}-{partition} is offline: {offline}")
+        return UnknownTopicOrPartitionError(f"{topic}-{partition} is not hosted here")
 
     # -- metadata -----------------------------------------------------------------------
 
@@ -153,7 +162,14 @@ class ReplicaManager:
         key = (topic, partition)
         p = self._partitions.get(key)
         if p is None:
-            plog = self._logs.open_log(topic, partition, topic_id)
+            try:
+                plog = self._logs.open_log(topic, partition, topic_id)
+            except KafkaStorageError as exc:
+                # damage storage could not repair: this partition stays offline, the rest serve
+                log.error("%s-%d is offline: %s", topic, partition, exc)
+                self._offline[key] = str(exc)
+                return None
+            self._offline.pop(key, None)
             p = Partition(topic, partition, topic_id, plog, internal=internal)
             self._partitions[key] = p
             self._by_topic.setdefault(topic, {})[partition] = p
@@ -173,6 +189,8 @@ class ReplicaManager:
 
     def remove(self, topic: str, partition: int, *, delete: bool) -> None:
         p = self._partitions.pop((topic, partition), None)
+        if self._offline.pop((topic, partition), None) is not None:
+            self._logs.close_log(topic, partition, delete=delete)
         if p is None:
             return
         parts = self._by_topic.get(topic)
@@ -194,7 +212,7 @@ class ReplicaManager:
         try:
             p = self._partitions.get((topic, partition))
             if p is None:
-                raise UnknownTopicOrPartitionError(f"{topic}-{partition} does not exist")
+                raise self._not_hosted(topic, partition)
             if p.internal:
                 raise InvalidTopicError(f"cannot append to internal topic {topic}")
             if not p.is_leader:

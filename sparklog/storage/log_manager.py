@@ -109,6 +109,9 @@ class LogManager:
         self._lock = threading.RLock()
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._log_dir_of: dict[TopicPartition, str] = {}
+        # partitions whose directory could not be loaded -> why: never opened, never
+        # recreated (nothing may be written past damage no one repaired)
+        self._offline: dict[TopicPartition, str] = {}
         self._pending_dir_deletes: list[str] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -170,17 +173,23 @@ class LogManager:
                     tp = parse_topic_partition(name)
                 except ValueError:
                     continue
-                if tp in self._logs:
+                if tp in self._log_dir_of:
                     raise KafkaStorageError(
                         f"duplicate log directories for {tp}: {path} and {self._log_dir_of[tp]}")
-                plog = PartitionLog(
-                    path, self._config_for(tp[0]), topic=tp[0], partition=tp[1],
-                    recovery_point=recovery.get(tp, 0), log_start_offset=starts.get(tp),
-                    high_watermark=hws.get(tp), clean_shutdown=clean and tp in recovery,
-                    time_ms=self._time_ms)
+                self._log_dir_of[tp] = d
+                try:
+                    plog = PartitionLog(
+                        path, self._config_for(tp[0]), topic=tp[0], partition=tp[1],
+                        recovery_point=recovery.get(tp, 0), log_start_offset=starts.get(tp),
+                        high_watermark=hws.get(tp), clean_shutdown=clean and tp in recovery,
+                        time_ms=self._time_ms)
+                except (KafkaStorageError, OSError, ValueError) as exc:
+                    log.error("partition %s-%d in %s cannot be loaded, it is offline until "
+                              "repaired: %s", tp[0], tp[1], path, exc)
+                    self._offline[tp] = f"{path} cannot be loaded: {exc}"
+                    continue
                 plog.cleaner_checkpoint = cleaned.get(tp, 0)
                 self._logs[tp] = plog
-                self._log_dir_of[tp] = d
             if clean:
                 os.remove(marker)
             log.info("loaded %d logs from %s in %.0f ms (%s)",
@@ -210,6 +219,9 @@ class LogManager:
             if config is not None:
                 self.topic_configs[topic] = config
             tp = TopicPartition(topic, partition)
+            if tp in self._offline:
+                raise KafkaStorageError(f"partition {topic}-{partition} is offline: "
+                                        f"{self._offline[tp]}")
             existing = self._logs.get(tp)
             if existing is not None:
                 if config is not None and existing.config != config:
@@ -240,20 +252,28 @@ class LogManager:
         with self._lock:
             tp = TopicPartition(topic, partition)
             plog = self._logs.pop(tp, None)
+            offline = self._offline.pop(tp, None)
             d = self._log_dir_of.pop(tp, None)
-        if plog is None or d is None:
+        if (plog is None and offline is None) or d is None:
             return False
-        plog.close()
+        if plog is not None:
+            plog.close()
+        directory = os.path.join(d, f"{topic}-{partition}")
         target = os.path.join(d, f"{topic}-{partition}.{uuid.uuid4().hex}-delete")
         try:
-            os.replace(plog.directory, target)
+            os.replace(directory, target)
         except OSError as exc:
-            raise KafkaStorageError(f"cannot delete {plog.directory}: {exc}") from exc
+            raise KafkaStorageError(f"cannot delete {directory}: {exc}") from exc
         with self._lock:
             self._pending_dir_deletes.append(target)
         if self._thread is None:
             self._delete_dirs()
         return True
+
+    def offline_partitions(self) -> dict[TopicPartition, str]:
+        """Partitions that failed to load (``get_or_create_log`` refuses them) -> why."""
+        with self._lock:
+            return dict(self._offline)
 
     def log_dir_of(self, topic: str, partition: int) -> str | None:
         with self._lock:

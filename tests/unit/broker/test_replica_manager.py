@@ -15,6 +15,7 @@ from sparklog.protocol.errors import (
     FencedLeaderEpochError,
     InvalidRecordError,
     InvalidTopicError,
+    KafkaStorageError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
     RecordTooLargeError,
@@ -163,3 +164,28 @@ def test_internal_appends_skip_the_client_checks_but_not_the_size_limit(
         rm.append_internal("small", 0, batch(b"x" * 300))
     with pytest.raises(UnknownTopicOrPartitionError):
         rm.append_internal("compacted", 3, batch(b"a"))
+
+
+def test_a_partition_whose_log_cannot_open_answers_kafka_storage_error(tmp_path: Path) -> None:
+    manager = LogManager([str(tmp_path)], LogConfig(), cluster_id="c", node_id=NODE)
+    logs = ManagedLogs(manager)
+    rm = ReplicaManager(NODE, logs)
+    lead(rm, "t", 0)
+    lead(rm, "t", 1)
+    manager.shutdown()
+    with open(tmp_path / "t-1" / "partition.metadata", "w") as f:
+        f.write("garbage\n")
+    manager = LogManager([str(tmp_path)], LogConfig(), cluster_id="c", node_id=NODE)
+    try:
+        rm = ReplicaManager(NODE, ManagedLogs(manager))
+        lead(rm, "t", 0)
+        lead(rm, "t", 1)  # offline: no log, no error for the rest of the metadata
+        assert rm.append("t", 0, batch(b"a"), acks=1).error is None
+        assert isinstance(rm.append("t", 1, batch(b"a"), acks=1).error, KafkaStorageError)
+        with pytest.raises(KafkaStorageError, match="t-1 is offline"):
+            rm.leader_partition("t", 1)
+        rm.remove("t", 1, delete=True)  # the topic's deletion clears it
+        with pytest.raises(UnknownTopicOrPartitionError):
+            rm.leader_partition("t", 1)
+    finally:
+        manager.shutdown()

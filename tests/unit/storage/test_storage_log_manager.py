@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from sparklog.protocol.errors import KafkaStorageError
 from sparklog.storage import LogConfig, LogManager
 from sparklog.storage.checkpoints import RECOVERY_POINT_CHECKPOINT, read_offset_checkpoint
 from sparklog.storage.dir_lock import LOCK_FILE, LogDirInUseError, LogDirLocks
@@ -161,4 +162,27 @@ def test_unreadable_recovery_point_checkpoint_recovers_every_log(tmp_path, caplo
         lg = lm2.get_log("t", p)
         assert lg.log_end_offset == 12
         assert lg.append_as_leader(make_batch(1), 0).first_offset == 12
+    lm2.shutdown()
+
+
+def test_a_partition_that_cannot_be_loaded_is_offline_and_never_recreated(tmp_path, caplog):
+    d = str(tmp_path / "d")
+    lm = LogManager([d])
+    for p in range(2):
+        _fill(lm.get_or_create_log("t", p, topic_id=bytes(range(16))), 3)
+    lm.shutdown()
+    meta = os.path.join(d, "t-1", "partition.metadata")
+    with open(meta, "w") as f:
+        f.write("version: 7\n")
+    files = sorted(os.listdir(os.path.join(d, "t-1")))
+    with caplog.at_level("ERROR"):
+        lm2 = LogManager([d])
+    assert any("t-1" in r.getMessage() and "offline" in r.getMessage() for r in caplog.records)
+    assert lm2.get_log("t", 0).log_end_offset == 6  # the rest is served
+    assert list(lm2.offline_partitions()) == [("t", 1)]
+    with pytest.raises(KafkaStorageError, match=f"t-1 is offline: .*{meta}"):
+        lm2.get_or_create_log("t", 1)
+    assert sorted(os.listdir(os.path.join(d, "t-1"))) == files  # nothing written there
+    assert lm2.delete_log("t", 1)  # the topic's deletion still removes it
+    assert not os.path.exists(os.path.join(d, "t-1"))
     lm2.shutdown()

@@ -3,13 +3,15 @@
 The broker reaches the controller only through its ``ControllerChannel`` (handed in by
 ``sparklog.cluster``): it writes there and reads the ``MetadataCache`` the channel feeds.
 
-Start order matters for durability and correctness: metadata first (it says which
-partitions exist), then the logs (recovered by the storage layer), then the listener binds
-(registration needs its real port), then the replica manager takes its roles and the group
-coordinator loads ``__consumer_offsets``. Nothing after the bind yields to the event loop,
-so no request is served before all of that is done. Shutdown runs the other way: stop
-accepting, let in-flight requests finish, stop the coordinator, flush and checkpoint the
-logs, close the channel.
+Start order matters for durability and correctness: the data directories' locks first
+(``storage.dir_lock``: a second broker on them fails before touching anything), then
+metadata (it says which partitions exist), then the logs (recovered by the storage layer;
+a partition that cannot be loaded stays offline), then the listener binds (registration
+needs its real port), then the replica manager takes its roles and the group coordinator
+loads ``__consumer_offsets``. Nothing after the bind yields to the event loop, so no request
+is served before all of that is done. Shutdown runs the other way: stop accepting, let
+in-flight requests finish, stop the coordinator, flush and checkpoint the logs, close the
+channel, release the locks.
 """
 
 from __future__ import annotations

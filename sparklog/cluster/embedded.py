@@ -3,7 +3,8 @@
 For laptops, tests and the Spark quickstart: ``with EmbeddedCluster(tmpdir) as c:`` gives a
 real broker on ``c.bootstrap_servers`` that any Kafka client can use, and ``stop()`` shuts it
 down gracefully (the same path as SIGTERM on ``sparklog server``), so a later cluster on
-the same directory recovers exactly what was acknowledged.
+the same directory recovers exactly what was acknowledged. Like the server, it holds the
+directory's lock while it runs: a second cluster or server on it fails to start.
 """
 
 from __future__ import annotations

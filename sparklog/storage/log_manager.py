@@ -3,9 +3,14 @@
 Per log dir (formats in ``checkpoints``): ``meta.properties``, ``recovery-point-offset-checkpoint``,
 ``replication-offset-checkpoint`` (high watermarks), ``log-start-offset-checkpoint``,
 ``cleaner-offset-checkpoint``, and ``.kafka_cleanshutdown`` while the broker is stopped
-cleanly (its presence at start means no recovery is needed). Partition directories are
-``<topic>-<partition>``; a deleted partition is renamed ``<topic>-<partition>.<id>-delete``
-and removed in the background.
+cleanly (its presence at start means sealed segments need no recovery), and ``.lock``
+(``dir_lock``: one owner per directory, taken before anything else in it is read). An
+unreadable checkpoint is logged and read as empty (an unreadable recovery point: every log of
+the dir is recovered from its start). Partition directories are ``<topic>-<partition>``; a
+deleted partition is renamed ``<topic>-<partition>.<id>-delete`` and removed in the
+background. A partition whose directory fails to load is *offline*: logged, left as it is,
+and refused by ``get_or_create_log`` (KAFKA_STORAGE_ERROR) so nothing is written past damage
+recovery could not repair, while the other partitions serve.
 
 One scheduler thread runs, each on its own interval: retention (``log.retention.check.interval.ms``),
 compaction (``log.cleaner.backoff.ms``), flush of sealed segments and ``flush.ms``

@@ -32,7 +32,8 @@ whenever the LEO or the HW moves: keep them cheap (e.g. ``loop.call_soon_threads
 
 Durability policy (Kafka's): no fsync per append; ``flush.messages`` / ``flush.ms`` or a
 segment roll flushes, and the *recovery point* records how far the log is known durable;
-after an unclean shutdown ``log_loader`` re-validates everything from it.
+after an unclean shutdown ``log_loader`` re-validates everything from it, and the active
+segment after any shutdown.
 """
 
 from __future__ import annotations

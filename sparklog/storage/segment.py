@@ -367,9 +367,10 @@ class LogSegment:
         return read_header(data) if len(data) == BATCH_HEADER_SIZE else None
 
     # ------------------------------------------------------------------ load / recover
-    def load(self, next_base: int | None) -> None:
-        """Open a segment written before (trusted: below the recovery point). Indexes that
-        fail their sanity check are rebuilt from the log."""
+    def load(self, next_base: int) -> None:
+        """Open a sealed segment written before (trusted: below the recovery point; the
+        next segment starts at ``next_base``). Indexes that fail their sanity check are
+        rebuilt from the log."""
         try:
             self.offset_index.load(self.size, next_base)
             self.time_index.load(next_base)

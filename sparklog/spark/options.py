@@ -62,6 +62,7 @@ SOURCE_OPTIONS = (
     "maxBytesPerTrigger",
     "minPartitions",
     "maxRecordsPerPartition",
+    "minRecordsPerPartition",
     "failOnDataLoss",
     "includeHeaders",
     "isolation.level",
@@ -166,6 +167,13 @@ READ_FETCH_BYTES = 4 * 2**20
 # Spark with the plan, instead of by Python tasks on executors ('driverReadMaxOffsets').
 DRIVER_READ_MAX_OFFSETS = 10_000
 
+# Small offset ranges are grouped into input partitions of at least this many offsets
+# ('minRecordsPerPartition'; 1 = one task per topic-partition, as in Spark's connector). A
+# Python source task costs tens of milliseconds before it reads its first row; a task of this
+# size reads for a few hundred milliseconds, so that cost stays small, and a read only gets
+# fewer tasks than partitions when it has under this many offsets per partition.
+MIN_RECORDS_PER_PARTITION = 250_000
+
 
 @dataclass(frozen=True)
 class SourceOptions:
@@ -180,6 +188,7 @@ class SourceOptions:
     max_bytes_per_trigger: int | None = None
     min_partitions: int | None = None
     max_records_per_partition: int | None = None
+    min_records_per_partition: int = MIN_RECORDS_PER_PARTITION
     fail_on_data_loss: bool = True
     include_headers: bool = False
     isolation_level: Literal["read_uncommitted", "read_committed"] = "read_uncommitted"
@@ -328,6 +337,7 @@ def check_common_options(options: Mapping[str, str]) -> None:
         "maxBytesPerTrigger",
         "minPartitions",
         "maxRecordsPerPartition",
+        "minRecordsPerPartition",
         "kafkaConsumer.pollTimeoutMs",
         "fetchOffset.retryIntervalMs",
     ):
@@ -616,6 +626,9 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         max_bytes_per_trigger=_int(opts, "maxBytesPerTrigger"),
         min_partitions=_int(opts, "minPartitions"),
         max_records_per_partition=_int(opts, "maxRecordsPerPartition"),
+        min_records_per_partition=_default(
+            _int(opts, "minRecordsPerPartition"), MIN_RECORDS_PER_PARTITION
+        ),
         fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
         include_headers=_bool(opts, "includeHeaders", False),
         isolation_level=_isolation(opts),

@@ -390,6 +390,13 @@ def partitions_sweep(bootstrap: str, counts: list[int], args: argparse.Namespace
         print(f"  {c:>5} partitions {rows:>11,} rows {wall:7.2f} s {rates[c]:>11,.0f} rows/s "
               f"({rates[c] / rates[counts[0]]:.2f}x of {counts[0]} partitions; "
               f"{batches} batches){warn}", flush=True)
+    # the sink: the same number of rows written to a fresh topic of each size
+    sink_rates = {}
+    for c in counts:
+        sink_rates[c] = write_rate(spark, bootstrap, f"sink-{c}", c, n)
+        print(f"  sink {c:>5} partitions {n:>11,} rows {sink_rates[c]:>11,.0f} rows/s "
+              f"({sink_rates[c] / sink_rates[counts[0]]:.2f}x of {counts[0]} partitions)",
+              flush=True)
     (p50, p99), phases = latency(spark, bootstrap, "sweep-latency", args.rate,
                                  args.latency_seconds, work)
     floor, floor_phases = empty_batch_floor(spark, os.path.join(work, "floor-sweep"))
@@ -400,6 +407,24 @@ def partitions_sweep(bootstrap: str, counts: list[int], args: argparse.Namespace
     print(f"  median phases, floor batches:    {floor_phases}")
     spark.stop()
     return 0
+
+
+def write_rate(spark, bootstrap: str, topic: str, partitions: int, n: int) -> float:  # noqa: ANN001
+    """rows/s of ``df.write.format("sparklog")`` of ``n`` keyed rows (16 B key, 100 B value)
+    into a new topic of ``partitions`` partitions."""
+    from sparklog.client import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=partitions)])
+    admin.close()
+    df = spark.range(n, numPartitions=2).selectExpr(
+        f"CAST(lpad(CAST(id AS STRING), {KEY_BYTES}, '0') AS BINARY) AS key",
+        f"CAST(repeat('v', {VALUE_BYTES}) AS BINARY) AS value",
+    )
+    t0 = time.monotonic()
+    (df.write.format("sparklog").option("bootstrap.servers", bootstrap)
+     .option("topic", topic).mode("append").save())
+    return n / (time.monotonic() - t0)
 
 
 def _median_phases(progress: list[dict]) -> dict[str, float]:

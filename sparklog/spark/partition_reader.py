@@ -58,8 +58,8 @@ def read_ranges(
 
     The ranges are read together: each round sends one multi-partition Fetch per leader
     broker for every partition still being read (``ArrowFetcher.fetch_many``) and yields
-    each partition's rows as they come, so per-partition order holds while partitions
-    interleave. Two ranges of the same partition are read one after the other. Partitions
+    the round's rows as one batch (partition after partition, each in offset order), so
+    per-partition order holds while partitions interleave. Two ranges of the same partition are read one after the other. Partitions
     that got rows move to the back of the next round's request, so a fetch budget used up
     by the first partitions does not starve the rest. A round in which no partition moves
     counts as an empty fetch: after three in a row the ranges left are treated as done
@@ -90,13 +90,14 @@ def read_ranges(
             _FETCHERS.drop(conf)  # a broken connection must not poison the next task
             raise
         moved: list[TopicPartition] = []
+        rows: list[pa.RecordBatch] = []
         for tp, got in results.items():
             r, pos = active[tp]
             if isinstance(got, OffsetOutOfRangeError):
                 new_pos = _skip_lost(conf, options, r, pos, got)
             elif got.batch.num_rows:
                 batch = got.batch
-                yield batch if batch.schema == target else batch.cast(target)
+                rows.append(batch)
                 new_pos = batch.column("offset")[batch.num_rows - 1].as_py() + 1
             else:
                 # No records: the client says how far the log was scanned (past markers,
@@ -105,6 +106,10 @@ def read_ranges(
             if new_pos > pos:
                 moved.append(tp)
             active[tp] = (r, new_pos)
+        if rows:
+            # one Arrow batch per round: each batch handed to Spark has a fixed cost
+            batch = rows[0] if len(rows) == 1 else pa.concat_batches(rows)
+            yield batch if batch.schema == target else batch.cast(target)
         for tp in moved:
             r, pos = active.pop(tp)
             if pos < r.end:

@@ -11,8 +11,12 @@ a 200-partition topic read many times slower than a 2-partition one. Ranges are 
 order, into ``RangeGroup`` tasks of at least ``minRecordsPerPartition`` offsets, never past
 ``maxRecordsPerPartition`` and never into fewer than ``minPartitions`` tasks; a range that is
 big enough alone stays an ``OffsetRange`` task. The task count thus follows the data, not
-the partition count. Sizes are offset counts and therefore estimates of record counts:
-compaction and transaction markers leave gaps.
+the partition count. Ranges are ordered by their leader's host and a group never mixes
+hosts, so a task's partitions live on one host and the task records the host it should run
+next to (``host``). pyspark 4.2 cannot pass that on yet: its JVM ``PythonInputPartition``
+keeps only the pickled partition and inherits ``preferredLocations`` = none. Sizes are
+offset counts and therefore estimates of record counts: compaction and transaction markers
+leave gaps.
 """
 
 from __future__ import annotations
@@ -30,12 +34,14 @@ __all__ = ["OffsetRange", "RangeGroup", "group_ranges", "plan_ranges", "plan_tas
 
 @dataclass(frozen=True)
 class OffsetRange(InputPartition):
-    """One task: read ``topic``-``partition`` offsets ``[start, end)``."""
+    """One task: read ``topic``-``partition`` offsets ``[start, end)``. ``host``: the
+    partition leader's host when the plan knew it (where the task should run)."""
 
     topic: str
     partition: int
     start: int
     end: int
+    host: str | None = None
 
     @property
     def size(self) -> int:
@@ -55,6 +61,12 @@ class RangeGroup(InputPartition):
     def size(self) -> int:
         return sum(r.size for r in self.ranges)
 
+    @property
+    def host(self) -> str | None:
+        """The leaders' host when all ranges share it (``group_ranges`` keeps them so)."""
+        hosts = {r.host for r in self.ranges}
+        return hosts.pop() if len(hosts) == 1 else None
+
 
 def split_range(r: OffsetRange, parts: int) -> list[OffsetRange]:
     """Split into ``parts`` contiguous ranges whose sizes differ by at most one."""
@@ -64,7 +76,7 @@ def split_range(r: OffsetRange, parts: int) -> list[OffsetRange]:
     pos = r.start
     for i in range(parts):
         n = base + (1 if i < extra else 0)
-        out.append(OffsetRange(r.topic, r.partition, pos, pos + n))
+        out.append(OffsetRange(r.topic, r.partition, pos, pos + n, r.host))
         pos += n
     return out
 
@@ -75,17 +87,23 @@ def plan_ranges(
     *,
     min_partitions: int | None = None,
     max_records_per_partition: int | None = None,
+    leaders: Mapping[TopicPartitionKey, str] | None = None,
 ) -> list[OffsetRange]:
-    """Ranges for every partition in ``end`` that has data after its ``start`` offset.
+    """Ranges for every partition in ``end`` that has data after its ``start`` offset, in
+    (leader host, topic, partition) order; ``leaders`` gives the hosts, when known.
 
     Partitions missing from ``start`` are not read (the caller resolves new partitions to
     concrete start offsets before planning).
     """
-    ranges = [
-        OffsetRange(tp[0], tp[1], start[tp], end[tp])
-        for tp in sorted(end)
-        if tp in start and end[tp] > start[tp]
-    ]
+    hosts = leaders or {}
+    ranges = sorted(
+        (
+            OffsetRange(tp[0], tp[1], start[tp], end[tp], hosts.get(tp))
+            for tp in end
+            if tp in start and end[tp] > start[tp]
+        ),
+        key=lambda r: (r.host or "", r.topic, r.partition),
+    )
     if max_records_per_partition is not None:
         ranges = [
             piece
@@ -112,8 +130,9 @@ def group_ranges(
     """Pack consecutive ``ranges`` into tasks of at least ``min_records`` offsets.
 
     A task is closed as soon as it holds ``min_records`` offsets (so it holds fewer than
-    twice that, unless a single range is bigger), or when the next range would take it past
-    ``max_records``. ``min_records`` is first lowered so that ``min_tasks`` tasks can be
+    twice that, unless a single range is bigger), when the next range would take it past
+    ``max_records``, or when the next range has another leader host (a task's partitions
+    are fetched from one broker, and it can run next to it). ``min_records`` is first lowered so that ``min_tasks`` tasks can be
     made. One-range tasks stay plain ``OffsetRange``s; every range appears exactly once, in
     the order given.
     """
@@ -130,7 +149,9 @@ def group_ranges(
             group.clear()
 
     for r in ranges:
-        if group and max_records is not None and size + r.size > max_records:
+        if group and (
+            group[-1].host != r.host or (max_records is not None and size + r.size > max_records)
+        ):
             close()
             size = 0
         group.append(r)
@@ -149,6 +170,7 @@ def plan_tasks(
     min_partitions: int | None = None,
     max_records_per_partition: int | None = None,
     min_records_per_partition: int = 1,
+    leaders: Mapping[TopicPartitionKey, str] | None = None,
 ) -> list[OffsetRange | RangeGroup]:
     """``plan_ranges``, then ``group_ranges``: the input partitions of one read."""
     ranges = plan_ranges(
@@ -156,6 +178,7 @@ def plan_tasks(
         end,
         min_partitions=min_partitions,
         max_records_per_partition=max_records_per_partition,
+        leaders=leaders,
     )
     return group_ranges(
         ranges,

@@ -78,14 +78,17 @@ def _clamp_to_log_start(
 
 
 def _plan_tasks(
-    options: SourceOptions, start: PartitionOffsets, end: PartitionOffsets
+    offsets: OffsetReader, start: PartitionOffsets, end: PartitionOffsets
 ) -> list[OffsetRange | RangeGroup]:
+    """The executor tasks of a read: ranges grouped by size and by their leader's host."""
+    options = offsets.options
     return plan_tasks(
         start,
         end,
         min_partitions=options.min_partitions,
         max_records_per_partition=options.max_records_per_partition,
         min_records_per_partition=options.min_records_per_partition,
+        leaders=offsets.leader_hosts({tp[0] for tp in end}),
     )
 
 
@@ -126,7 +129,7 @@ class SparklogBatchReader(DataSourceReader):
                         "topic was deleted and recreated)."
                     )
             start = _clamp_to_log_start(self.offsets, start, end)
-            return _plan_tasks(self.options, start, end)
+            return _plan_tasks(self.offsets, start, end)
         finally:
             self.offsets.close()
 
@@ -255,7 +258,7 @@ class SparklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _plan(
         self, start: dict, end: dict, start_offsets: PartitionOffsets, end_offsets: PartitionOffsets
     ) -> list[InputPartition]:
-        return list(_plan_tasks(self.options, start_offsets, end_offsets))
+        return list(_plan_tasks(self.offsets, start_offsets, end_offsets))
 
     def commit(self, end: dict) -> None:
         self._commit_group(from_json_dict(end))

@@ -78,6 +78,7 @@ def test_big_batch_goes_to_executors(bootstrap, topic_factory):
             parts = r.partitions(start, end)
             # one task per partition, or (by default) both small ranges in one task
             assert [type(p) for p in parts] == planned
+            assert all(p.host for p in parts)  # the leader's host, where the task belongs
             assert r.getCache(start, end) is None  # the runner sends "no rows"; tasks read
         finally:
             r.stop()

@@ -135,6 +135,24 @@ def test_plan_tasks_500_partitions_follow_the_data():
     ]
 
 
+def test_plan_tasks_group_by_leader_host():
+    start = {("t", p): 0 for p in range(6)}
+    end = {("t", p): 10 for p in range(6)}
+    leaders = {("t", p): ("b" if p % 2 else "a") for p in range(6)}
+    tasks = plan_tasks(start, end, min_records_per_partition=100, leaders=leaders)
+    # ordered by host, never mixing hosts in a task; each task knows where to run
+    assert [(t.host, [r.partition for r in t.ranges]) for t in tasks] == [
+        ("a", [0, 2, 4]),
+        ("b", [1, 3, 5]),
+    ]
+    pieces = plan_tasks(
+        start, end, max_records_per_partition=5, min_records_per_partition=1, leaders=leaders
+    )
+    assert len(pieces) == 12 and all(p.host == leaders[(p.topic, p.partition)] for p in pieces)
+    # unknown leaders: one host-less group
+    assert plan_tasks(start, end, min_records_per_partition=100)[0].host is None
+
+
 def test_rate_limit_is_proportional_like_spark():
     start = {("t", 0): 0, ("t", 1): 0, ("t", 2): 50}
     latest = {("t", 0): 1000, ("t", 1): 100, ("t", 2): 50}

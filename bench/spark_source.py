@@ -397,6 +397,22 @@ def partitions_sweep(bootstrap: str, counts: list[int], args: argparse.Namespace
         print(f"  sink {c:>5} partitions {n:>11,} rows {sink_rates[c]:>11,.0f} rows/s "
               f"({sink_rates[c] / sink_rates[counts[0]]:.2f}x of {counts[0]} partitions)",
               flush=True)
+    # pyspark's own cost per Python source task: the no-work source, one task per partition
+    # and micro-batch, at the smallest and the largest count
+    from spark_ceiling_source import CeilingSource
+
+    spark.dataSource.register(CeilingSource)
+    walls = {}
+    many = min(counts[-1], 200)  # 1 000 tasks per micro-batch would take minutes
+    for i, c in enumerate((counts[0], counts[0], many)):  # the first read warms up workers
+        df = (spark.readStream.format("sparklog_ceiling").option("rows", str(n))
+              .option("rowsPerBatch", str(per_batch)).option("partitions", str(c)).load())
+        rows, walls[c], batches, _busy = run_query(df, os.path.join(work, f"c-ceil-{i}"))
+    extra_tasks = (many - counts[0]) * batches
+    print(f"  no-work Python source: {counts[0]} partitions {walls[counts[0]]:.2f} s, "
+          f"{many} partitions {walls[many]:.2f} s: "
+          f"{1000 * (walls[many] - walls[counts[0]]) / extra_tasks:.1f} ms per extra task "
+          "(pyspark's fixed cost per Python source task)", flush=True)
     (p50, p99), phases = latency(spark, bootstrap, "sweep-latency", args.rate,
                                  args.latency_seconds, work)
     floor, floor_phases = empty_batch_floor(spark, os.path.join(work, "floor-sweep"))

@@ -18,6 +18,7 @@ the headers list is relabelled without a copy.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 
 from sparklog.client.arrow_decode import decode_fetched
-from sparklog.client.connection import with_retries
+from sparklog.client.connection import EventLoopThread, with_retries
 from sparklog.client.core import conf_bool, conf_int, parse_isolation
 from sparklog.client.sync_client import SyncClient
 from sparklog.protocol.batch_header import BATCH_HEADER_SIZE, batch_size, read_header
@@ -41,7 +42,7 @@ from sparklog.protocol.record_arrow import HEADERS_TYPE, arrow_schema
 from sparklog.protocol.topic_partition import TopicPartition
 
 __all__ = [
-    "RECORD_SCHEMA", "ArrowFetcher", "FetchRange", "FetchedRows", "batch_sizes", "record_rows", "record_schema",
+    "RECORD_SCHEMA", "ArrowFetcher", "FetchAhead", "FetchRange", "FetchedRows", "batch_sizes", "record_rows", "record_schema",
 ]
 
 _TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
@@ -86,6 +87,21 @@ class FetchRange:
     end: int | None = None
 
 
+class FetchAhead:
+    """A ``fetch_many`` in flight; ``result()`` waits for it (and raises what it raised)."""
+
+    __slots__ = ("_future", "_timeout_s")
+
+    def __init__(self, future: concurrent.futures.Future[
+                     dict[TopicPartition, FetchedRows | OffsetOutOfRangeError]],
+                 timeout_s: float) -> None:
+        self._future = future
+        self._timeout_s = timeout_s
+
+    def result(self) -> dict[TopicPartition, FetchedRows | OffsetOutOfRangeError]:
+        return EventLoopThread.wait(self._future, self._timeout_s)
+
+
 class ArrowFetcher(SyncClient):
     """Reads offset ranges of partitions as Arrow rows (Kafka config names).
 
@@ -125,6 +141,14 @@ class ArrowFetcher(SyncClient):
         the order given and always returns a first batch, so put starved partitions first
         next time). A partition whose start is below its log start maps to its
         OffsetOutOfRangeError instead of rows; other errors raise."""
+        return self.fetch_ahead(ranges, max_bytes=max_bytes, isolation_level=isolation_level,
+                                timeout_ms=timeout_ms, include_headers=include_headers).result()
+
+    def fetch_ahead(self, ranges: Sequence[FetchRange], *, max_bytes: int = 50 * 2**20,
+                    isolation_level: str = "read_uncommitted", timeout_ms: int = 30000,
+                    include_headers: bool = True) -> FetchAhead:
+        """``fetch_many`` started now and collected later: the caller works on the last
+        round's rows while the loop thread fetches and decodes the next round's."""
         isolation = parse_isolation(isolation_level)
 
         async def go() -> dict[TopicPartition, FetchedRows | OffsetOutOfRangeError]:
@@ -138,7 +162,7 @@ class ArrowFetcher(SyncClient):
                     self._rows(r, p, isolation, include_headers)
             return out
 
-        return self._run(go(), timeout_ms / 1000 + 5)
+        return FetchAhead(self._start(go()), timeout_ms / 1000 + 5)
 
     def _rows(self, r: FetchRange, p: Any, isolation: int, include_headers: bool) -> FetchedRows:
         """Decode one partition's part of a Fetch response into ``r``'s rows."""

@@ -57,16 +57,18 @@ def read_ranges(
     """Yield the records of every range (offsets ``[start, end)``) as batches of ``target``.
 
     The ranges are read together: each round sends one multi-partition Fetch per leader
-    broker for every partition still being read (``ArrowFetcher.fetch_many``) and yields
+    broker for every partition still being read (``ArrowFetcher.fetch_ahead``) and yields
     the round's rows as one batch (partition after partition, each in offset order), so
-    per-partition order holds while partitions interleave. Two ranges of the same partition are read one after the other. Partitions
-    that got rows move to the back of the next round's request, so a fetch budget used up
-    by the first partitions does not starve the rest. A round in which no partition moves
-    counts as an empty fetch: after three in a row the ranges left are treated as done
-    (only control batches, aborted data or compacted-away offsets remained, or the data
-    is not readable yet under read_committed).
+    per-partition order holds while partitions interleave. The next round is sent before
+    this round's rows are yielded: the client's loop thread fetches and decodes it while
+    Spark takes the rows. Two ranges of the same partition are read one after the other.
+    Partitions that got rows move to the back of the next round's request, so a fetch
+    budget used up by the first partitions does not starve the rest. A round in which no
+    partition moves counts as an empty fetch: after three in a row the ranges left are
+    treated as done (only control batches, aborted data or compacted-away offsets
+    remained, or the data is not readable yet under read_committed).
     """
-    from sparklog.client import FetchRange, TopicPartition
+    from sparklog.client import FetchAhead, FetchRange, TopicPartition
 
     conf = options.client_conf()
     fetcher = _FETCHERS.get(conf)
@@ -76,16 +78,21 @@ def read_ranges(
             queued.setdefault(TopicPartition(r.topic, r.partition), deque()).append(r)
     # per partition: the range being read and the next offset to fetch
     active = {tp: (rs[0], rs[0].start) for tp, rs in queued.items()}
+
+    def send() -> FetchAhead:
+        return fetcher.fetch_ahead(
+            [FetchRange(tp, pos, r.end) for tp, (r, pos) in active.items()],
+            isolation_level=options.isolation_level,
+            timeout_ms=options.poll_timeout_ms,
+            include_headers=options.include_headers,
+            max_bytes=options.fetch_bytes,
+        )
+
     empty_rounds = 0
-    while active:
+    ahead = send() if active else None
+    while ahead is not None:
         try:
-            results = fetcher.fetch_many(
-                [FetchRange(tp, pos, r.end) for tp, (r, pos) in active.items()],
-                isolation_level=options.isolation_level,
-                timeout_ms=options.poll_timeout_ms,
-                include_headers=options.include_headers,
-                max_bytes=options.fetch_bytes,
-            )
+            results = ahead.result()
         except Exception:
             _FETCHERS.drop(conf)  # a broken connection must not poison the next task
             raise
@@ -106,10 +113,6 @@ def read_ranges(
             if new_pos > pos:
                 moved.append(tp)
             active[tp] = (r, new_pos)
-        if rows:
-            # one Arrow batch per round: each batch handed to Spark has a fixed cost
-            batch = rows[0] if len(rows) == 1 else pa.concat_batches(rows)
-            yield batch if batch.schema == target else batch.cast(target)
         for tp in moved:
             r, pos = active.pop(tp)
             if pos < r.end:
@@ -118,17 +121,18 @@ def read_ranges(
             queued[tp].popleft()
             if queued[tp]:
                 active[tp] = (queued[tp][0], queued[tp][0].start)
-        if moved:
-            empty_rounds = 0
-            continue
-        empty_rounds += 1
-        if empty_rounds >= 3:
-            log.info(
-                "no records in %s after %d fetches; ranges treated as done",
-                ", ".join(f"{r.topic}-{r.partition} [{pos}, {r.end})" for r, pos in active.values()),
-                empty_rounds,
-            )
-            return
+        empty_rounds = 0 if moved else empty_rounds + 1
+        ahead = send() if active and empty_rounds < 3 else None
+        if rows:
+            # one Arrow batch per round: each batch handed to Spark has a fixed cost
+            batch = rows[0] if len(rows) == 1 else pa.concat_batches(rows)
+            yield batch if batch.schema == target else batch.cast(target)
+    if active:
+        log.info(
+            "no records in %s after %d fetches; ranges treated as done",
+            ", ".join(f"{r.topic}-{r.partition} [{pos}, {r.end})" for r, pos in active.values()),
+            empty_rounds,
+        )
 
 
 def _skip_lost(

@@ -17,8 +17,16 @@ of a 1-row micro-batch of the ``rate-micro-batch`` source (the engine's per-batc
 
 Targets (issue 6): sparklog >= 1.0x the Parquet file stream; latency p50 <= 1.5x the floor.
 
+``--partitions-sweep 2,20,200,1000`` measures instead how the source scales with the
+partition count (issue 19): the same rows in topics of each size, read once each with
+AvailableNow (after one warm-up read), rows/s and the ratio to the first count; then the
+produce -> foreachBatch latency at the largest count beside the empty-batch floor. Targets:
+200 partitions >= 0.9x the 2-partition rows/s; latency at 1 000 partitions <= 1.5x the floor.
+
     python bench/spark_source.py                       # 10 M records (~10 minutes)
     python bench/spark_source.py --records 2000000 --latency-seconds 10 --latency-rounds 1
+    python bench/spark_source.py --records 2000000 --per-batch 500000 \
+        --partitions-sweep 2,20,200,1000 --latency-seconds 10
 """
 
 from __future__ import annotations
@@ -116,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--latency-rounds", type=int, default=2,
                     help="latency + floor measurements, alternating; the last one counts")
+    ap.add_argument("--partitions-sweep", default=None, metavar="N,N,...",
+                    help="read the same rows from topics of these partition counts instead")
     ap.add_argument("--produce-to", nargs=2, metavar=("BOOTSTRAP", "TOPIC"),
                     help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -145,6 +155,9 @@ def main(argv: list[str] | None = None) -> int:
     bootstrap = f"127.0.0.1:{port}"
     try:
         wait_listening(port)
+        if args.partitions_sweep:
+            counts = [int(c) for c in args.partitions_sweep.split(",")]
+            return partitions_sweep(bootstrap, counts, args, rng, work)
         admin = AdminClient({"bootstrap.servers": bootstrap})
         admin.create_topics(
             [
@@ -330,6 +343,104 @@ def produce_timestamps(bootstrap: str, topic: str, rate: int, seconds: float) ->
     ok = producer.flush(30) == 0
     producer.close()
     return 0 if ok else 1
+
+
+def partitions_sweep(bootstrap: str, counts: list[int], args: argparse.Namespace,
+                     rng: np.random.Generator, work: str) -> int:
+    """The same ``args.records`` rows in one topic per partition count, read with
+    AvailableNow; then latency at the largest count beside the empty-batch floor."""
+    from sparklog.client import AdminClient, NewTopic, Producer
+
+    n, per_batch = args.records, args.per_batch
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(f"sweep-{c}", num_partitions=c) for c in counts]
+                        + [NewTopic("sweep-latency", num_partitions=max(counts))])
+    admin.close()
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": "5"})
+    chunk = 100_000
+    for first in range(0, n, chunk):
+        m = min(chunk, n - first)
+        # random keys: the default partitioner spreads the rows evenly over any count
+        keys, values = fixed_binary(rng, m, KEY_BYTES), fixed_binary(rng, m, VALUE_BYTES)
+        for c in counts:
+            producer.produce_arrow(f"sweep-{c}", values, keys=keys)
+    assert producer.flush(600) == 0
+    producer.close()
+    spark = spark_session(args.driver_memory, args.java_options)
+    spark.range(1000).selectExpr("id % 7 AS k").groupBy("k").count().collect()
+
+    def read(topic: str, ckpt: str) -> tuple[int, float, int, float]:
+        df = (
+            spark.readStream.format("sparklog")
+            .option("bootstrap.servers", bootstrap)
+            .option("subscribe", topic)
+            .option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", str(per_batch))
+            .load()
+        )
+        return run_query(df, os.path.join(work, ckpt))
+
+    read(f"sweep-{counts[0]}", "c-warm")  # JVM code paths and Python workers
+    rates = {}
+    print(f"partition sweep, {n:,} rows, {per_batch:,} rows/micro-batch, noop sink, local[2]")
+    for c in counts:
+        rows, wall, batches, busy = read(f"sweep-{c}", f"c-sweep-{c}")
+        rates[c] = rows / wall
+        warn = "" if rows == n else f"  WARNING: read {rows:,} rows, expected {n:,}"
+        print(f"  {c:>5} partitions {rows:>11,} rows {wall:7.2f} s {rates[c]:>11,.0f} rows/s "
+              f"({rates[c] / rates[counts[0]]:.2f}x of {counts[0]} partitions; "
+              f"{batches} batches){warn}", flush=True)
+    # the sink: the same number of rows written to a fresh topic of each size
+    sink_rates = {}
+    for c in counts:
+        sink_rates[c] = write_rate(spark, bootstrap, f"sink-{c}", c, n)
+        print(f"  sink {c:>5} partitions {n:>11,} rows {sink_rates[c]:>11,.0f} rows/s "
+              f"({sink_rates[c] / sink_rates[counts[0]]:.2f}x of {counts[0]} partitions)",
+              flush=True)
+    # pyspark's own cost per Python source task: the no-work source, one task per partition
+    # and micro-batch, at the smallest and the largest count
+    from spark_ceiling_source import CeilingSource
+
+    spark.dataSource.register(CeilingSource)
+    walls = {}
+    many = min(counts[-1], 200)  # 1 000 tasks per micro-batch would take minutes
+    for i, c in enumerate((counts[0], counts[0], many)):  # the first read warms up workers
+        df = (spark.readStream.format("sparklog_ceiling").option("rows", str(n))
+              .option("rowsPerBatch", str(per_batch)).option("partitions", str(c)).load())
+        rows, walls[c], batches, _busy = run_query(df, os.path.join(work, f"c-ceil-{i}"))
+    extra_tasks = (many - counts[0]) * batches
+    print(f"  no-work Python source: {counts[0]} partitions {walls[counts[0]]:.2f} s, "
+          f"{many} partitions {walls[many]:.2f} s: "
+          f"{1000 * (walls[many] - walls[counts[0]]) / extra_tasks:.1f} ms per extra task "
+          "(pyspark's fixed cost per Python source task)", flush=True)
+    (p50, p99), phases = latency(spark, bootstrap, "sweep-latency", args.rate,
+                                 args.latency_seconds, work)
+    floor, floor_phases = empty_batch_floor(spark, os.path.join(work, "floor-sweep"))
+    print(f"latency at {args.rate} records/s over {max(counts)} partitions (produce -> "
+          f"foreachBatch): p50 {p50:.1f} ms, p99 {p99:.1f} ms; 1-row micro-batch floor "
+          f"{floor:.1f} ms; ratio p50 / floor = {p50 / floor:.2f}x (target <= 1.5x)")
+    print(f"  median phases, sparklog batches: {phases}")
+    print(f"  median phases, floor batches:    {floor_phases}")
+    spark.stop()
+    return 0
+
+
+def write_rate(spark, bootstrap: str, topic: str, partitions: int, n: int) -> float:  # noqa: ANN001
+    """rows/s of ``df.write.format("sparklog")`` of ``n`` keyed rows (16 B key, 100 B value)
+    into a new topic of ``partitions`` partitions."""
+    from sparklog.client import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=partitions)])
+    admin.close()
+    df = spark.range(n, numPartitions=2).selectExpr(
+        f"CAST(lpad(CAST(id AS STRING), {KEY_BYTES}, '0') AS BINARY) AS key",
+        f"CAST(repeat('v', {VALUE_BYTES}) AS BINARY) AS value",
+    )
+    t0 = time.monotonic()
+    (df.write.format("sparklog").option("bootstrap.servers", bootstrap)
+     .option("topic", topic).mode("append").save())
+    return n / (time.monotonic() - t0)
 
 
 def _median_phases(progress: list[dict]) -> dict[str, float]:

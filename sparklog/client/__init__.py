@@ -6,7 +6,7 @@ synchronous.
 """
 
 from sparklog.client.admin import AdminClient, NewTopic, OffsetSpec
-from sparklog.client.arrow_fetch import ArrowFetcher, FetchedRows
+from sparklog.client.arrow_fetch import ArrowFetcher, FetchAhead, FetchedRows, FetchRange
 from sparklog.client.consumer import Consumer, ConsumerRecord
 from sparklog.client.metadata import PartitionMetadata, TopicMetadata
 from sparklog.client.producer import DeliveryError, Producer, ProducerInterceptor, RecordMetadata
@@ -18,7 +18,9 @@ __all__ = [
     "Consumer",
     "ConsumerRecord",
     "DeliveryError",
+    "FetchAhead",
     "FetchedRows",
+    "FetchRange",
     "NewTopic",
     "OffsetSpec",
     "PartitionMetadata",

@@ -3,7 +3,8 @@
 ``ArrowFetcher`` is what the Spark source reads with (executor tasks, and the driver when it
 reads a small micro-batch itself or measures a byte budget). It is stateless: no positions,
 no group, no buffered records; every call says which partition and offsets it wants, sends
-ONE Fetch to the partition's leader and returns what came back, decoded. The caller loops
+ONE Fetch to the partition's leader (``fetch_many``: one multi-partition Fetch to each
+leader of the partitions asked for) and returns what came back, decoded. The caller loops
 on ``next_offset``.
 
 The rows come out in ``RECORD_SCHEMA``, exactly the Arrow form of Spark's Kafka source
@@ -17,6 +18,8 @@ the headers list is relabelled without a copy.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 
 from sparklog.client.arrow_decode import decode_fetched
-from sparklog.client.connection import with_retries
+from sparklog.client.connection import EventLoopThread, with_retries
 from sparklog.client.core import conf_bool, conf_int, parse_isolation
 from sparklog.client.sync_client import SyncClient
 from sparklog.protocol.batch_header import BATCH_HEADER_SIZE, batch_size, read_header
@@ -39,7 +42,7 @@ from sparklog.protocol.record_arrow import HEADERS_TYPE, arrow_schema
 from sparklog.protocol.topic_partition import TopicPartition
 
 __all__ = [
-    "RECORD_SCHEMA", "ArrowFetcher", "FetchedRows", "batch_sizes", "record_rows", "record_schema",
+    "RECORD_SCHEMA", "ArrowFetcher", "FetchAhead", "FetchRange", "FetchedRows", "batch_sizes", "record_rows", "record_schema",
 ]
 
 _TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
@@ -60,6 +63,9 @@ def record_schema(include_headers: bool) -> pa.Schema:
     return RECORD_SCHEMA if include_headers else _WITHOUT_HEADERS
 
 
+_EMPTY = {h: pa.RecordBatch.from_pylist([], schema=record_schema(h)) for h in (True, False)}
+
+
 @dataclass(frozen=True, slots=True)
 class FetchedRows:
     """What one Fetch of one partition returned."""
@@ -71,11 +77,39 @@ class FetchedRows:
     last_stable_offset: int
 
 
-class ArrowFetcher(SyncClient):
-    """Reads offset ranges of single partitions as Arrow rows (Kafka config names).
+@dataclass(frozen=True, slots=True)
+class FetchRange:
+    """One partition's part of a fetch: offsets ``[start, end)``; ``end`` None reads up to
+    the high watermark (the last stable offset under read_committed)."""
 
-    Uses ``check.crcs`` and ``fetch.max.wait.ms`` from the config, plus the connection
-    settings every client takes."""
+    tp: TopicPartition
+    start: int
+    end: int | None = None
+
+
+class FetchAhead:
+    """A ``fetch_many`` in flight; ``result()`` waits for it (and raises what it raised)."""
+
+    __slots__ = ("_future", "_timeout_s")
+
+    def __init__(self, future: concurrent.futures.Future[
+                     dict[TopicPartition, FetchedRows | OffsetOutOfRangeError]],
+                 timeout_s: float) -> None:
+        self._future = future
+        self._timeout_s = timeout_s
+
+    def result(self) -> dict[TopicPartition, FetchedRows | OffsetOutOfRangeError]:
+        return EventLoopThread.wait(self._future, self._timeout_s)
+
+
+class ArrowFetcher(SyncClient):
+    """Reads offset ranges of partitions as Arrow rows (Kafka config names).
+
+    ``fetch_many`` reads several partitions at once: ONE multi-partition Fetch per leader
+    broker, the brokers' requests in flight together, so a task holding many small
+    partitions pays one round trip per broker instead of one per partition. Uses
+    ``check.crcs`` and ``fetch.max.wait.ms`` from the config, plus the connection settings
+    every client takes."""
 
     def __init__(self, config: dict[str, Any]) -> None:
         super().__init__(config, "sparklog-fetcher")
@@ -91,23 +125,60 @@ class ArrowFetcher(SyncClient):
         ``max_bytes``. May return fewer rows than asked: loop on the last offset + 1, or on
         ``next_offset`` when no rows came back. A start below the log start raises
         OffsetOutOfRangeError carrying ``log_start_offset`` and ``high_watermark``."""
-        return self._run(self._fetch(
-            TopicPartition(tp[0], tp[1]), start_offset, end_offset, max_bytes,
-            parse_isolation(isolation_level), timeout_ms, include_headers), timeout_ms / 1000 + 5)
+        r = FetchRange(TopicPartition(tp[0], tp[1]), start_offset, end_offset)
+        got = self.fetch_many([r], max_bytes=max_bytes, isolation_level=isolation_level,
+                              timeout_ms=timeout_ms, include_headers=include_headers)[r.tp]
+        if isinstance(got, OffsetOutOfRangeError):
+            raise got
+        return got
 
-    async def _fetch(self, tp: TopicPartition, start: int, end: int | None, max_bytes: int,
-                     isolation: int, timeout_ms: int, include_headers: bool) -> FetchedRows:
-        p = await self._fetch_partition(tp, start, max_bytes, isolation, timeout_ms,
+    def fetch_many(self, ranges: Sequence[FetchRange], *, max_bytes: int = 50 * 2**20,
+                   isolation_level: str = "read_uncommitted", timeout_ms: int = 30000,
+                   include_headers: bool = True,
+                   ) -> dict[TopicPartition, FetchedRows | OffsetOutOfRangeError]:
+        """``fetch`` for several distinct partitions: one Fetch per leader broker, each
+        asking up to ``max_bytes`` per partition and in all (the broker fills partitions in
+        the order given and always returns a first batch, so put starved partitions first
+        next time). A partition whose start is below its log start maps to its
+        OffsetOutOfRangeError instead of rows; other errors raise."""
+        return self.fetch_ahead(ranges, max_bytes=max_bytes, isolation_level=isolation_level,
+                                timeout_ms=timeout_ms, include_headers=include_headers).result()
+
+    def fetch_ahead(self, ranges: Sequence[FetchRange], *, max_bytes: int = 50 * 2**20,
+                    isolation_level: str = "read_uncommitted", timeout_ms: int = 30000,
+                    include_headers: bool = True) -> FetchAhead:
+        """``fetch_many`` started now and collected later: the caller works on the last
+        round's rows while the loop thread fetches and decodes the next round's."""
+        isolation = parse_isolation(isolation_level)
+
+        async def go() -> dict[TopicPartition, FetchedRows | OffsetOutOfRangeError]:
+            raw = await self._fetch_raw([(r.tp, r.start) for r in ranges], max_bytes,
+                                        isolation, timeout_ms,
                                         min(self.fetch_max_wait_ms, timeout_ms))
+            out: dict[TopicPartition, FetchedRows | OffsetOutOfRangeError] = {}
+            for r in ranges:
+                p = raw[r.tp]
+                out[r.tp] = p if isinstance(p, OffsetOutOfRangeError) else \
+                    self._rows(r, p, isolation, include_headers)
+            return out
+
+        return FetchAhead(self._start(go()), timeout_ms / 1000 + 5)
+
+    def _rows(self, r: FetchRange, p: Any, isolation: int, include_headers: bool) -> FetchedRows:
+        """Decode one partition's part of a Fetch response into ``r``'s rows."""
+        if not p.records:  # common in many-partition fetches: the budget went elsewhere
+            return FetchedRows(_EMPTY[include_headers], r.start, p.high_watermark,
+                               p.log_start_offset, p.last_stable_offset)
+        end = r.end
         limit = p.last_stable_offset if isolation == 1 and p.last_stable_offset >= 0 \
             else p.high_watermark
         if end is None or (limit >= 0 and end > limit):
             end = limit if limit >= 0 else end
         aborted = [(a.producer_id, a.first_offset) for a in (p.aborted_transactions or [])]
-        dec = decode_fetched(p.records, start_offset=start, end_offset=end,
+        dec = decode_fetched(p.records, start_offset=r.start, end_offset=end,
                              read_committed=isolation == 1, aborted=aborted,
                              verify_crc=self.check_crcs)
-        return FetchedRows(record_rows(dec.batch, tp, include_headers), dec.next_offset,
+        return FetchedRows(record_rows(dec.batch, r.tp, include_headers), dec.next_offset,
                            p.high_watermark, p.log_start_offset, p.last_stable_offset)
 
     def batch_sizes(self, tp: TopicPartition | tuple[str, int], start_offset: int, *,
@@ -118,40 +189,74 @@ class ArrowFetcher(SyncClient):
         tp = TopicPartition(tp[0], tp[1])
 
         async def go() -> list[tuple[int, int]]:
-            p = await self._fetch_partition(tp, start_offset, max_bytes,
-                                            parse_isolation(isolation_level), timeout_ms, 0)
+            p = (await self._fetch_raw([(tp, start_offset)], max_bytes,
+                                       parse_isolation(isolation_level), timeout_ms, 0))[tp]
+            if isinstance(p, OffsetOutOfRangeError):
+                raise p
             return [(nxt, size) for _base, nxt, size in batch_sizes(p.records or b"")
                     if nxt > start_offset]
 
         return self._run(go(), timeout_ms / 1000 + 5)
 
-    async def _fetch_partition(self, tp: TopicPartition, start: int, max_bytes: int,
-                               isolation: int, timeout_ms: int, max_wait_ms: int) -> Any:
-        """One partition's part of a Fetch response (FetchResponse.PartitionData),
-        retrying retriable errors (and a moved leader) until ``timeout_ms``."""
+    async def _fetch_raw(self, wants: list[tuple[TopicPartition, int]], max_bytes: int,
+                         isolation: int, timeout_ms: int, max_wait_ms: int,
+                         ) -> dict[TopicPartition, Any]:
+        """Each partition's part of the Fetch responses (FetchResponse.PartitionData), or
+        its OffsetOutOfRangeError: one request per leader broker, sent together. Retriable
+        errors (and a moved leader) are retried for the partitions that had them, until
+        ``timeout_ms``."""
         client = self._client
-        req = FetchRequest(
-            replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=max_bytes,
-            isolation_level=isolation, session_id=0, session_epoch=-1,
-            topics=[FetchRequest.FetchTopic(topic=tp.topic, partitions=[
-                FetchRequest.FetchPartition(partition=tp.partition, fetch_offset=start,
-                                            partition_max_bytes=max_bytes)])])
+        pending = dict(wants)
+        assert len(pending) == len(wants), "one range per partition"
+        out: dict[TopicPartition, Any] = {}
 
-        async def once() -> Any:
-            conn = await client.leader_connection(tp)
-            resp = await client.send(conn, req, timeout_ms=timeout_ms + max_wait_ms)
-            p = resp.responses[0].partitions[0]
-            if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
-                err = OffsetOutOfRangeError(
-                    f"{tp.topic}-{tp.partition}: offset {start} is out of range "
-                    f"[{p.log_start_offset}, {p.high_watermark})")
-                err.log_start_offset = p.log_start_offset  # type: ignore[attr-defined]
-                err.high_watermark = p.high_watermark  # type: ignore[attr-defined]
-                raise err
-            if p.error_code:
-                raise error_for_code(p.error_code, f"fetch {tp.topic}-{tp.partition}: "
-                                     f"{ErrorCode.for_code(p.error_code).name}")
-            return p
+        async def from_leader(node: int, tps: list[TopicPartition]) -> Any:
+            topics: dict[str, list[Any]] = {}
+            for tp in tps:
+                topics.setdefault(tp.topic, []).append(FetchRequest.FetchPartition(
+                    partition=tp.partition, fetch_offset=pending[tp],
+                    partition_max_bytes=max_bytes))
+            req = FetchRequest(
+                replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=max_bytes,
+                isolation_level=isolation, session_id=0, session_epoch=-1,
+                topics=[FetchRequest.FetchTopic(topic=t, partitions=ps)
+                        for t, ps in topics.items()])
+            return await client.send_node(node, req, timeout_ms=timeout_ms + max_wait_ms)
+
+        async def once() -> dict[TopicPartition, Any]:
+            by_leader: dict[int, list[TopicPartition]] = {}
+            for tp in pending:
+                by_leader.setdefault(await client.leader_id(tp, fresh=True), []).append(tp)
+            responses = await asyncio.gather(
+                *(from_leader(node, tps) for node, tps in by_leader.items()))
+            retry: BaseException | None = None
+            for resp in responses:
+                for t in resp.responses:
+                    for p in t.partitions:
+                        tp = TopicPartition(t.topic, p.partition_index)
+                        start = pending.get(tp)
+                        if start is None:
+                            continue
+                        if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                            err = OffsetOutOfRangeError(
+                                f"{tp.topic}-{tp.partition}: offset {start} is out of range "
+                                f"[{p.log_start_offset}, {p.high_watermark})")
+                            err.log_start_offset = p.log_start_offset  # type: ignore[attr-defined]
+                            err.high_watermark = p.high_watermark  # type: ignore[attr-defined]
+                            out[tp] = err
+                        elif p.error_code:
+                            err = error_for_code(p.error_code, f"fetch {tp.topic}-{tp.partition}: "
+                                                 f"{ErrorCode.for_code(p.error_code).name}")
+                            if not err.retriable:
+                                raise err
+                            retry = err
+                            continue
+                        else:
+                            out[tp] = p
+                        del pending[tp]
+            if retry is not None:
+                raise retry
+            return out
 
         async def invalidate(_err: BaseException) -> None:
             client.invalidate()

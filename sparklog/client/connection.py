@@ -369,10 +369,19 @@ class EventLoopThread:
     def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         """Run ``coro`` on the loop and wait; a timeout cancels it and raises
         KafkaTimeoutError."""
+        return self.wait(self.spawn(coro), timeout)
+
+    def spawn(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Start ``coro`` on the loop without waiting (``wait`` collects it)."""
         if self._closed:
             coro.close()
             raise SparklogError("client is closed")
-        fut = self.submit(coro)
+        return self.submit(coro)
+
+    @staticmethod
+    def wait(fut: concurrent.futures.Future[T], timeout: float | None = None) -> T:
+        """The result of a ``submit``ted coroutine; a timeout cancels it and raises
+        KafkaTimeoutError."""
         try:
             return fut.result(timeout)
         except concurrent.futures.TimeoutError:

@@ -11,6 +11,7 @@ closed; ``close()`` is idempotent.
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 from collections.abc import Coroutine
 from typing import Any, Self, TypeVar
@@ -40,6 +41,11 @@ class SyncClient:
         """Run ``coro`` on the loop thread and wait up to ``timeout`` seconds (None: until
         it ends; the requests inside carry their own timeouts)."""
         return self._thread.run(coro, timeout=timeout)
+
+    def _start(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Start ``coro`` on the loop thread without waiting (``EventLoopThread.wait``
+        collects it)."""
+        return self._thread.spawn(coro)
 
     def close(self) -> None:
         """Close the connections and stop the loop thread."""

@@ -93,6 +93,22 @@ class OffsetReader:
         self._discovered = (now, out)
         return list(out)
 
+    def leader_hosts(self, topics: Iterable[str]) -> dict[TopicPartitionKey, str]:
+        """The host of each partition's leader, for the plan's locality ({} when the
+        metadata cannot be had: locality is a hint, never a reason to fail a plan)."""
+        try:
+            metas = self.admin.describe_topics(sorted(set(topics)))
+            hosts = {b.node_id: b.host for b in self.admin.describe_cluster().brokers}
+        except Exception:
+            log.debug("no leader hosts for the plan", exc_info=True)
+            return {}
+        return {
+            (name, p): hosts[pm.leader]
+            for name, tm in metas.items()
+            for p, pm in tm.partitions.items()
+            if pm.leader in hosts
+        }
+
     # ---------------------------------------------------------------- offsets
 
     def _with_retries(self, fn, *args):  # noqa: ANN001, ANN202

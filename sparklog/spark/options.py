@@ -2,7 +2,8 @@
 
 The names are Spark's Kafka connector's (so ``format("kafka")`` can become
 ``format("sparklog")`` with the same options), plus a few of our own (``groupId``,
-``maxBytesPerTrigger``). Everything is checked when the data source is created rather than
+``maxBytesPerTrigger``, ``minRecordsPerPartition``: small topic-partitions grouped into
+tasks of at least that many offsets, see ``planning``). Everything is checked when the data source is created rather than
 when the first micro-batch runs, and every error names the option and says what to write
 instead: a streaming query that fails an hour in because of a typo is the worst kind of
 failure.
@@ -62,6 +63,7 @@ SOURCE_OPTIONS = (
     "maxBytesPerTrigger",
     "minPartitions",
     "maxRecordsPerPartition",
+    "minRecordsPerPartition",
     "failOnDataLoss",
     "includeHeaders",
     "isolation.level",
@@ -166,6 +168,13 @@ READ_FETCH_BYTES = 4 * 2**20
 # Spark with the plan, instead of by Python tasks on executors ('driverReadMaxOffsets').
 DRIVER_READ_MAX_OFFSETS = 10_000
 
+# Small offset ranges are grouped into input partitions of at least this many offsets
+# ('minRecordsPerPartition'; 1 = one task per topic-partition, as in Spark's connector). A
+# Python source task costs tens of milliseconds before it reads its first row; a task of this
+# size reads for a few hundred milliseconds, so that cost stays small, and a read only gets
+# fewer tasks than partitions when it has under this many offsets per partition.
+MIN_RECORDS_PER_PARTITION = 250_000
+
 
 @dataclass(frozen=True)
 class SourceOptions:
@@ -180,6 +189,7 @@ class SourceOptions:
     max_bytes_per_trigger: int | None = None
     min_partitions: int | None = None
     max_records_per_partition: int | None = None
+    min_records_per_partition: int = MIN_RECORDS_PER_PARTITION
     fail_on_data_loss: bool = True
     include_headers: bool = False
     isolation_level: Literal["read_uncommitted", "read_committed"] = "read_uncommitted"
@@ -328,6 +338,7 @@ def check_common_options(options: Mapping[str, str]) -> None:
         "maxBytesPerTrigger",
         "minPartitions",
         "maxRecordsPerPartition",
+        "minRecordsPerPartition",
         "kafkaConsumer.pollTimeoutMs",
         "fetchOffset.retryIntervalMs",
     ):
@@ -616,6 +627,9 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         max_bytes_per_trigger=_int(opts, "maxBytesPerTrigger"),
         min_partitions=_int(opts, "minPartitions"),
         max_records_per_partition=_int(opts, "maxRecordsPerPartition"),
+        min_records_per_partition=_default(
+            _int(opts, "minRecordsPerPartition"), MIN_RECORDS_PER_PARTITION
+        ),
         fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
         include_headers=_bool(opts, "includeHeaders", False),
         isolation_level=_isolation(opts),

@@ -1,5 +1,5 @@
-"""Executor side (and the driver, for micro-batches it reads itself): read one offset range
-as Arrow batches.
+"""Executor side (and the driver, for micro-batches it reads itself): read a task's offset
+ranges (one, or a group of small ones) as Arrow batches.
 
 Fetchers are cached per worker process, keyed by their config (``ClientCache``): a
 micro-batch does not pay connection set-up and metadata again. Each fetch comes back from
@@ -11,7 +11,8 @@ only a schema the user gave differently is cast.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["read_range"]
+__all__ = ["read_ranges"]
 
 
 def _new_fetcher(conf: dict[str, str]) -> ArrowFetcher:
@@ -50,66 +51,107 @@ def _log_start(conf: dict[str, str], topic: str, partition: int, isolation: str)
         admin.close()
 
 
-def read_range(
-    r: OffsetRange, options: SourceOptions, target: pa.Schema
+def read_ranges(
+    ranges: Sequence[OffsetRange], options: SourceOptions, target: pa.Schema
 ) -> Iterator[pa.RecordBatch]:
-    """Yield the records of ``r`` (offsets ``[start, end)``) as batches of schema ``target``."""
-    from sparklog.client import TopicPartition
+    """Yield the records of every range (offsets ``[start, end)``) as batches of ``target``.
+
+    The ranges are read together: each round sends one multi-partition Fetch per leader
+    broker for every partition still being read (``ArrowFetcher.fetch_ahead``) and yields
+    the round's rows as one batch (partition after partition, each in offset order), so
+    per-partition order holds while partitions interleave. The next round is sent before
+    this round's rows are yielded: the client's loop thread fetches and decodes it while
+    Spark takes the rows. Two ranges of the same partition are read one after the other.
+    Partitions that got rows move to the back of the next round's request, so a fetch
+    budget used up by the first partitions does not starve the rest. A round in which no
+    partition moves counts as an empty fetch: after three in a row the ranges left are
+    treated as done (only control batches, aborted data or compacted-away offsets
+    remained, or the data is not readable yet under read_committed).
+    """
+    from sparklog.client import FetchAhead, FetchRange, TopicPartition
 
     conf = options.client_conf()
     fetcher = _FETCHERS.get(conf)
-    tp = TopicPartition(r.topic, r.partition)
-    pos = r.start
-    empty_fetches = 0
-    while pos < r.end:
+    queued: dict[TopicPartition, deque[OffsetRange]] = {}
+    for r in ranges:
+        if r.size:
+            queued.setdefault(TopicPartition(r.topic, r.partition), deque()).append(r)
+    # per partition: the range being read and the next offset to fetch
+    active = {tp: (rs[0], rs[0].start) for tp, rs in queued.items()}
+
+    def send() -> FetchAhead:
+        return fetcher.fetch_ahead(
+            [FetchRange(tp, pos, r.end) for tp, (r, pos) in active.items()],
+            isolation_level=options.isolation_level,
+            timeout_ms=options.poll_timeout_ms,
+            include_headers=options.include_headers,
+            max_bytes=options.fetch_bytes,
+        )
+
+    empty_rounds = 0
+    ahead = send() if active else None
+    while ahead is not None:
         try:
-            fetched = fetcher.fetch(
-                tp,
-                pos,
-                r.end,
-                isolation_level=options.isolation_level,
-                timeout_ms=options.poll_timeout_ms,
-                include_headers=options.include_headers,
-                max_bytes=options.fetch_bytes,
-            )
-        except OffsetOutOfRangeError as err:
-            log_start = getattr(err, "log_start_offset", None)
-            if log_start is None or log_start < 0:
-                log_start = _log_start(conf, r.topic, r.partition, options.isolation_level)
-            if log_start <= pos:
-                raise
-            report_data_loss(
-                options.fail_on_data_loss,
-                f"Cannot fetch offset {pos} of {r.topic}-{r.partition}: the log now starts at "
-                f"{log_start}, so offsets [{pos}, {min(log_start, r.end)}) are gone.",
-            )
-            pos = log_start
-            continue
+            results = ahead.result()
         except Exception:
             _FETCHERS.drop(conf)  # a broken connection must not poison the next task
             raise
-        batch = fetched.batch
-        n = batch.num_rows
-        if n:
-            empty_fetches = 0
-            last = batch.column("offset")[n - 1].as_py()
+        moved: list[TopicPartition] = []
+        rows: list[pa.RecordBatch] = []
+        for tp, got in results.items():
+            r, pos = active[tp]
+            if isinstance(got, OffsetOutOfRangeError):
+                new_pos = _skip_lost(conf, options, r, pos, got)
+            elif got.batch.num_rows:
+                batch = got.batch
+                rows.append(batch)
+                new_pos = batch.column("offset")[batch.num_rows - 1].as_py() + 1
+            else:
+                # No records: the client says how far the log was scanned (past markers,
+                # aborted data, compacted-away offsets).
+                new_pos = max(pos, got.next_offset)
+            if new_pos > pos:
+                moved.append(tp)
+            active[tp] = (r, new_pos)
+        for tp in moved:
+            r, pos = active.pop(tp)
+            if pos < r.end:
+                active[tp] = (r, pos)  # to the back of the next request
+                continue
+            queued[tp].popleft()
+            if queued[tp]:
+                active[tp] = (queued[tp][0], queued[tp][0].start)
+        empty_rounds = 0 if moved else empty_rounds + 1
+        ahead = send() if active and empty_rounds < 3 else None
+        if rows:
+            # one Arrow batch per round: each batch handed to Spark has a fixed cost
+            batch = rows[0] if len(rows) == 1 else pa.concat_batches(rows)
             yield batch if batch.schema == target else batch.cast(target)
-            pos = last + 1
-            continue
-        # No records: the rest of the range holds only control batches / aborted data /
-        # compacted-away offsets, or the data is not readable yet (read_committed above the
-        # last stable offset). The client says how far the log was scanned.
-        if fetched.next_offset > pos:
-            pos = fetched.next_offset
-            continue
-        empty_fetches += 1
-        if empty_fetches >= 3:
-            log.info(
-                "no records in %s-%d [%d, %d) after %d fetches; range treated as done",
-                r.topic,
-                r.partition,
-                pos,
-                r.end,
-                empty_fetches,
-            )
-            return
+    if active:
+        log.info(
+            "no records in %s after %d fetches; ranges treated as done",
+            ", ".join(f"{r.topic}-{r.partition} [{pos}, {r.end})" for r, pos in active.values()),
+            empty_rounds,
+        )
+
+
+def _skip_lost(
+    conf: dict[str, str],
+    options: SourceOptions,
+    r: OffsetRange,
+    pos: int,
+    err: OffsetOutOfRangeError,
+) -> int:
+    """Where to go on after ``pos`` fell below the log start (or raise, per
+    ``failOnDataLoss``)."""
+    log_start = getattr(err, "log_start_offset", None)
+    if log_start is None or log_start < 0:
+        log_start = _log_start(conf, r.topic, r.partition, options.isolation_level)
+    if log_start <= pos:
+        raise err
+    report_data_loss(
+        options.fail_on_data_loss,
+        f"Cannot fetch offset {pos} of {r.topic}-{r.partition}: the log now starts at "
+        f"{log_start}, so offsets [{pos}, {min(log_start, r.end)}) are gone.",
+    )
+    return log_start

@@ -2,7 +2,7 @@
 
 The driver side (``partitions``, ``initialOffset``, ``latestOffset``, ``commit``) only talks
 offsets, through ``OffsetReader``; the executor side (``read``) only reads the ranges it is
-handed, through ``read_range``. That is the split of Spark's Kafka connector
+handed, through ``read_ranges``. That is the split of Spark's Kafka connector
 (``KafkaMicroBatchStream`` vs ``KafkaBatchPartitionReader``), and it keeps ``read`` stateless
 as pyspark requires.
 
@@ -34,8 +34,8 @@ from sparklog.spark.dataloss import report_data_loss
 from sparklog.spark.offset_reader import OffsetReader
 from sparklog.spark.offsets import PartitionOffsets, from_json_dict, to_json_dict
 from sparklog.spark.options import OptionError, SourceOptions
-from sparklog.spark.partition_reader import read_range
-from sparklog.spark.planning import OffsetRange, RangeGroup, plan_ranges
+from sparklog.spark.partition_reader import read_ranges
+from sparklog.spark.planning import OffsetRange, RangeGroup, plan_ranges, plan_tasks
 from sparklog.spark.schema import arrow_schema
 
 log = logging.getLogger(__name__)
@@ -77,6 +77,32 @@ def _clamp_to_log_start(
     return out
 
 
+def _plan_tasks(
+    offsets: OffsetReader, start: PartitionOffsets, end: PartitionOffsets
+) -> list[OffsetRange | RangeGroup]:
+    """The executor tasks of a read: ranges grouped by size and by their leader's host."""
+    options = offsets.options
+    return plan_tasks(
+        start,
+        end,
+        min_partitions=options.min_partitions,
+        max_records_per_partition=options.max_records_per_partition,
+        min_records_per_partition=options.min_records_per_partition,
+        leaders=offsets.leader_hosts({tp[0] for tp in end}),
+    )
+
+
+def _read_task(
+    partition: InputPartition, options: SourceOptions, target: pa.Schema
+) -> Iterator[pa.RecordBatch]:
+    """The rows of one planned task: a range, or a group of ranges read together."""
+    if isinstance(partition, RangeGroup):
+        return read_ranges(partition.ranges, options, target)
+    if isinstance(partition, OffsetRange):
+        return read_ranges((partition,), options, target)
+    return iter(())  # pyspark's placeholder for "no ranges" in a batch read
+
+
 class SparklogBatchReader(DataSourceReader):
     """``spark.read.format("sparklog")``: one bounded read, planned once on the driver."""
 
@@ -103,19 +129,12 @@ class SparklogBatchReader(DataSourceReader):
                         "topic was deleted and recreated)."
                     )
             start = _clamp_to_log_start(self.offsets, start, end)
-            return plan_ranges(
-                start,
-                end,
-                min_partitions=self.options.min_partitions,
-                max_records_per_partition=self.options.max_records_per_partition,
-            )
+            return _plan_tasks(self.offsets, start, end)
         finally:
             self.offsets.close()
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        if not isinstance(partition, OffsetRange):  # pyspark's placeholder for "no ranges"
-            return iter(())
-        return read_range(partition, self.options, self.target)
+        return _read_task(partition, self.options, self.target)
 
 
 class SparklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -234,19 +253,12 @@ class SparklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     )
             start_offsets.update(earliest)
         start_offsets = _clamp_to_log_start(self.offsets, start_offsets, end_offsets)
-        return self._plan(
-            start,
-            end,
-            plan_ranges(
-                start_offsets,
-                end_offsets,
-                min_partitions=self.options.min_partitions,
-                max_records_per_partition=self.options.max_records_per_partition,
-            ),
-        )
+        return self._plan(start, end, start_offsets, end_offsets)
 
-    def _plan(self, start: dict, end: dict, ranges: list[OffsetRange]) -> list[InputPartition]:
-        return list(ranges)
+    def _plan(
+        self, start: dict, end: dict, start_offsets: PartitionOffsets, end_offsets: PartitionOffsets
+    ) -> list[InputPartition]:
+        return list(_plan_tasks(self.offsets, start_offsets, end_offsets))
 
     def commit(self, end: dict) -> None:
         self._commit_group(from_json_dict(end))
@@ -268,10 +280,7 @@ class SparklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # ------------------------------------------------------------------ executor
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        if isinstance(partition, RangeGroup):
-            return (b for r in partition.ranges for b in read_range(r, self.options, self.target))
-        assert isinstance(partition, OffsetRange), partition
-        return read_range(partition, self.options, self.target)
+        return _read_task(partition, self.options, self.target)
 
 
 if _SimpleStreamReaderWrapper is not None:
@@ -301,10 +310,17 @@ if _SimpleStreamReaderWrapper is not None:
         def __getstate__(self) -> dict:
             return {**super().__getstate__(), "_shipped": None}
 
-        def _plan(self, start: dict, end: dict, ranges: list[OffsetRange]) -> list[InputPartition]:
+        def _plan(
+            self,
+            start: dict,
+            end: dict,
+            start_offsets: PartitionOffsets,
+            end_offsets: PartitionOffsets,
+        ) -> list[InputPartition]:
             self._shipped = None
+            ranges = plan_ranges(start_offsets, end_offsets)
             if not ranges or sum(r.size for r in ranges) > self.options.driver_read_max_offsets:
-                return list(ranges)
+                return super()._plan(start, end, start_offsets, end_offsets)
             self._shipped = (start, end, tuple(ranges))
             return [RangeGroup(tuple(ranges))]
 
@@ -314,13 +330,12 @@ if _SimpleStreamReaderWrapper is not None:
                 return None
             batches: list[pa.RecordBatch] = []
             size = 0
-            for r in shipped[2]:
-                for batch in read_range(r, self.options, self.target):
-                    size += batch.nbytes
-                    if size > DRIVER_READ_MAX_BYTES:
-                        log.info("micro-batch %s..%s is too big for the driver", start, end)
-                        return None
-                    batches.append(batch)
+            for batch in read_ranges(shipped[2], self.options, self.target):
+                size += batch.nbytes
+                if size > DRIVER_READ_MAX_BYTES:
+                    log.info("micro-batch %s..%s is too big for the driver", start, end)
+                    return None
+                batches.append(batch)
             return iter(batches)
 
 

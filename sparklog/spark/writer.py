@@ -129,49 +129,73 @@ def _as_binary(arr: pa.Array | None) -> pa.Array | None:
     return arr
 
 
+# Rows a task hands to the producer at once. Spark passes Arrow batches of at most 10 000
+# rows; split over a 200-partition topic, each would make 200 record batches of ~50 rows
+# (a fixed cost per batch in the producer, the broker and every later reader). Buffered to
+# this size first, each partition gets one batch of thousands of rows per call.
+SINK_BUFFER_BYTES = 8 * 2**20
+
+
 def write_batches(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> WriteStats:
-    """Produce every row of ``batches``; returns once all are acknowledged."""
+    """Produce every row of ``batches`` (in order, ``SINK_BUFFER_BYTES`` at a time);
+    returns once all are acknowledged."""
     producer = _PRODUCERS.get(options.client_conf())
     stats = WriteStats()
+    pending: list[pa.RecordBatch] = []
+    size = 0
     for batch in batches:
         if batch.num_rows == 0:
             continue
-        values = _as_binary(_column(batch, "value"))
-        keys = _as_binary(_column(batch, "key"))
-        partitions = _column(batch, "partition")
-        headers = _column(batch, "headers")
-        if options.topic is not None:
-            groups = [(options.topic, None)]
-        else:
-            topics = _column(batch, "topic")
-            assert topics is not None
-            if topics.null_count:
-                raise WriteError(
-                    "A row has a null 'topic' and the option 'topic' is not set. Fix: fill the "
-                    "topic column or set .option('topic', ...)."
-                )
-            uniques = pc.unique(topics).to_pylist()
-            groups = [(t, None if len(uniques) == 1 else pc.equal(topics, t)) for t in uniques]
-        for topic, mask in groups:
-
-            def pick(arr: pa.Array | None, mask: pa.Array | None = mask) -> pa.Array | None:
-                return arr if arr is None or mask is None else arr.filter(mask)
-
-            vals = pick(values)
-            assert vals is not None
-            producer.produce_arrow(
-                topic,
-                vals,
-                keys=pick(keys),
-                partitions=pick(partitions),
-                headers=pick(headers),
-            )
-            stats.rows += len(vals)
-            stats.per_topic[topic] = stats.per_topic.get(topic, 0) + len(vals)
+        pending.append(batch)
+        size += batch.nbytes
+        if size >= SINK_BUFFER_BYTES:
+            _produce(producer, options, pending, stats)
+            pending, size = [], 0
+    if pending:
+        _produce(producer, options, pending, stats)
     left = producer.flush(FLUSH_TIMEOUT_S)
     if left:
         raise WriteError(f"{left} records were not acknowledged by the brokers in time.")
     return stats
+
+
+def _produce(
+    producer: Producer, options: SinkOptions, pending: list[pa.RecordBatch], stats: WriteStats
+) -> None:
+    """Queue the rows of ``pending`` (batches of one schema), one producer call per topic."""
+    batch = pending[0] if len(pending) == 1 else pa.concat_batches(pending)
+    values = _as_binary(_column(batch, "value"))
+    keys = _as_binary(_column(batch, "key"))
+    partitions = _column(batch, "partition")
+    headers = _column(batch, "headers")
+    if options.topic is not None:
+        groups = [(options.topic, None)]
+    else:
+        topics = _column(batch, "topic")
+        assert topics is not None
+        if topics.null_count:
+            raise WriteError(
+                "A row has a null 'topic' and the option 'topic' is not set. Fix: fill the "
+                "topic column or set .option('topic', ...)."
+            )
+        uniques = pc.unique(topics).to_pylist()
+        groups = [(t, None if len(uniques) == 1 else pc.equal(topics, t)) for t in uniques]
+    for topic, mask in groups:
+
+        def pick(arr: pa.Array | None, mask: pa.Array | None = mask) -> pa.Array | None:
+            return arr if arr is None or mask is None else arr.filter(mask)
+
+        vals = pick(values)
+        assert vals is not None
+        producer.produce_arrow(
+            topic,
+            vals,
+            keys=pick(keys),
+            partitions=pick(partitions),
+            headers=pick(headers),
+        )
+        stats.rows += len(vals)
+        stats.per_topic[topic] = stats.per_topic.get(topic, 0) + len(vals)
 
 
 class SparklogBatchWriter(DataSourceArrowWriter):

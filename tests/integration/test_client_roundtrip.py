@@ -16,6 +16,7 @@ from sparklog.client import (
     ArrowFetcher,
     Consumer,
     DeliveryError,
+    FetchRange,
     NewTopic,
     Producer,
     TopicPartition,
@@ -141,6 +142,32 @@ def test_arrow_fetch_below_log_start_raises_out_of_range(cluster, admin):
         c.fetch(tp, 5)
     assert ei.value.log_start_offset == 20
     assert c.fetch(tp, 20).batch.num_rows == 30
+    c.close()
+
+
+def test_arrow_fetch_many_partitions_in_one_request_per_broker(cluster, admin):
+    topic = _topic("many")
+    admin.create_topics([NewTopic(topic, 3)])
+    with Producer({"bootstrap.servers": cluster.bootstrap_servers}) as p:
+        for part in range(3):
+            p.produce_arrow(topic, pa.array([b"p%d-%d" % (part, i) for i in range(40)]),
+                            partitions=pa.array([part] * 40, pa.int32()))
+        assert p.flush(10) == 0
+    tps = [TopicPartition(topic, part) for part in range(3)]
+    assert admin.delete_records({tps[2]: 10}) == {tps[2]: 10}
+    c = ArrowFetcher({"bootstrap.servers": cluster.bootstrap_servers})
+    got = c.fetch_many([FetchRange(tps[0], 5, 15), FetchRange(tps[1], 0), FetchRange(tps[2], 3)],
+                       include_headers=False)
+    assert got[tps[0]].batch.column("offset").to_pylist() == list(range(5, 15))
+    assert got[tps[1]].batch.column("value").to_pylist() == [b"p1-%d" % i for i in range(40)]
+    assert got[tps[1]].batch.column("partition").to_pylist() == [1] * 40
+    # one partition's lost offsets do not fail the others: its error comes back instead
+    assert isinstance(got[tps[2]], OffsetOutOfRangeError)
+    assert got[tps[2]].log_start_offset == 10
+    # a tight budget: the broker serves the first partitions, the rest come back empty
+    tight = c.fetch_many([FetchRange(tp, 10) for tp in tps], max_bytes=1, include_headers=False)
+    assert tight[tps[0]].batch.num_rows == 30
+    assert tight[tps[1]].batch.num_rows == 0 and tight[tps[1]].next_offset == 10
     c.close()
 
 

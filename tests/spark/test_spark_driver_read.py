@@ -69,15 +69,19 @@ def test_big_batch_goes_to_executors(bootstrap, topic_factory):
     t = topic_factory(partitions=2)
     produce(bootstrap, t, [b"x"] * 40, partition=0)
     produce(bootstrap, t, [b"y"] * 40, partition=1)
-    r = _reader(bootstrap, subscribe=t, driverReadMaxOffsets="79")
-    try:
-        start = r.initialOffset()
-        end = r.latestOffset(start, r.getDefaultReadLimit())
-        parts = r.partitions(start, end)
-        assert [type(p) for p in parts] == [OffsetRange, OffsetRange]
-        assert r.getCache(start, end) is None  # the runner sends "no rows"; tasks read
-    finally:
-        r.stop()
+    for min_records, planned in (("1", [OffsetRange, OffsetRange]), (None, [RangeGroup])):
+        opts = {} if min_records is None else {"minRecordsPerPartition": min_records}
+        r = _reader(bootstrap, subscribe=t, driverReadMaxOffsets="79", **opts)
+        try:
+            start = r.initialOffset()
+            end = r.latestOffset(start, r.getDefaultReadLimit())
+            parts = r.partitions(start, end)
+            # one task per partition, or (by default) both small ranges in one task
+            assert [type(p) for p in parts] == planned
+            assert all(p.host for p in parts)  # the leader's host, where the task belongs
+            assert r.getCache(start, end) is None  # the runner sends "no rows"; tasks read
+        finally:
+            r.stop()
 
 
 def test_zero_turns_driver_reads_off(bootstrap, topic_factory):

@@ -34,6 +34,13 @@ def test_fetch_size_follows_kafka_option():
     assert o.fetch_bytes == 1048576
 
 
+def test_min_records_per_partition_groups_by_default():
+    assert src(subscribe="a").min_records_per_partition == 250_000
+    assert src(subscribe="a", minRecordsPerPartition="1").min_records_per_partition == 1
+    with pytest.raises(OptionError, match="'minRecordsPerPartition'.*must be >= 1"):
+        src(subscribe="a", minRecordsPerPartition="0")
+
+
 def test_kafka_prefixed_bootstrap_and_passthrough():
     o = parse_source_options(
         {"kafka.bootstrap.servers": "h:1,h2:2", "subscribe": "t", "kafka.client.id": "x"},

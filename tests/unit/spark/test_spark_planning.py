@@ -8,7 +8,14 @@ import pytest
 from sparklog.spark.admission import MinOffsetsGate, admit_bytes, backlog, rate_limit
 from sparklog.spark.dataloss import DataLossError, report_data_loss
 from sparklog.spark.offsets import from_json_dict, to_json_dict
-from sparklog.spark.planning import OffsetRange, plan_ranges, split_range
+from sparklog.spark.planning import (
+    OffsetRange,
+    RangeGroup,
+    group_ranges,
+    plan_ranges,
+    plan_tasks,
+    split_range,
+)
 from sparklog.spark.schema import arrow_schema, source_schema
 
 
@@ -69,6 +76,81 @@ def test_split_range_never_makes_empty_pieces():
         OffsetRange("t", 0, 1, 2),
         OffsetRange("t", 0, 2, 3),
     ]
+
+
+def _ranges_of(tasks):
+    return [r for t in tasks for r in (t.ranges if isinstance(t, RangeGroup) else (t,))]
+
+
+def test_group_ranges_packs_small_ranges_in_order():
+    ranges = [OffsetRange("t", p, 0, 10) for p in range(7)]
+    tasks = group_ranges(ranges, min_records=25)
+    assert [t.size for t in tasks] == [30, 30, 10]
+    assert tasks[0] == RangeGroup(tuple(ranges[:3]))
+    assert tasks[2] == ranges[6]  # a one-range task stays a plain range
+    assert _ranges_of(tasks) == ranges  # every range once, in order
+    # min_records 1: one task per range, as Spark's connector plans
+    assert group_ranges(ranges, min_records=1) == ranges
+    assert group_ranges([], min_records=10) == []
+
+
+def test_group_ranges_big_ranges_stay_alone_and_max_records_bounds_groups():
+    ranges = [
+        OffsetRange("t", 0, 0, 5),
+        OffsetRange("t", 1, 0, 100),
+        OffsetRange("t", 2, 0, 5),
+        OffsetRange("t", 3, 0, 5),
+    ]
+    tasks = group_ranges(ranges, min_records=50)
+    assert tasks == [RangeGroup(tuple(ranges[:2])), RangeGroup(tuple(ranges[2:]))]
+    # maxRecordsPerPartition: a group never grows past it
+    tasks = group_ranges(ranges, min_records=50, max_records=100)
+    assert tasks == [ranges[0], ranges[1], RangeGroup(tuple(ranges[2:]))]
+    assert all(t.size <= 100 for t in tasks)
+
+
+def test_group_ranges_keeps_min_partitions():
+    ranges = [OffsetRange("t", p, 0, 10) for p in range(8)]
+    tasks = group_ranges(ranges, min_records=1000, min_tasks=4)
+    assert len(tasks) == 4 and all(t.size == 20 for t in tasks)
+
+
+def test_plan_tasks_500_partitions_follow_the_data():
+    start = {("t", p): 0 for p in range(500)}
+    end = {("t", p): 1000 for p in range(500)}
+    tasks = plan_tasks(start, end, min_records_per_partition=250_000)
+    assert len(tasks) == 2 and [t.size for t in tasks] == [250_000, 250_000]
+    assert _ranges_of(tasks) == plan_ranges(start, end)
+    # big partitions keep one task each; maxRecordsPerPartition still splits them
+    big = {("t", p): 300_000 for p in range(2)}
+    two = {("t", p): 0 for p in range(2)}
+    assert plan_tasks(two, big, min_records_per_partition=250_000) == plan_ranges(two, big)
+    split = plan_tasks(two, big, max_records_per_partition=100_000, min_records_per_partition=250_000)
+    assert len(split) == 6 and all(isinstance(t, OffsetRange) for t in split)
+    # minPartitions: at least that many tasks, every offset once
+    tasks = plan_tasks(start, end, min_partitions=10, min_records_per_partition=250_000)
+    assert len(tasks) >= 10 and sum(t.size for t in tasks) == 500_000
+    assert sorted((r.partition, r.start) for r in _ranges_of(tasks)) == [
+        (p, 0) for p in range(500)
+    ]
+
+
+def test_plan_tasks_group_by_leader_host():
+    start = {("t", p): 0 for p in range(6)}
+    end = {("t", p): 10 for p in range(6)}
+    leaders = {("t", p): ("b" if p % 2 else "a") for p in range(6)}
+    tasks = plan_tasks(start, end, min_records_per_partition=100, leaders=leaders)
+    # ordered by host, never mixing hosts in a task; each task knows where to run
+    assert [(t.host, [r.partition for r in t.ranges]) for t in tasks] == [
+        ("a", [0, 2, 4]),
+        ("b", [1, 3, 5]),
+    ]
+    pieces = plan_tasks(
+        start, end, max_records_per_partition=5, min_records_per_partition=1, leaders=leaders
+    )
+    assert len(pieces) == 12 and all(p.host == leaders[(p.topic, p.partition)] for p in pieces)
+    # unknown leaders: one host-less group
+    assert plan_tasks(start, end, min_records_per_partition=100)[0].host is None
 
 
 def test_rate_limit_is_proportional_like_spark():

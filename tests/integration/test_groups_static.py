@@ -1,6 +1,7 @@
 """Static membership (KIP-345, group.instance.id) with real clients: a static member that
 restarts within its session gets its old partitions back without a rebalance, so the other
-member never sees its assignment revoked."""
+member never sees its assignment revoked; one that closes (no LeaveGroup) is expired
+``session.timeout.ms`` after it was last heard from, as Kafka does."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ PARTITIONS = 4
 
 @pytest.fixture(scope="module")
 def broker_config() -> dict[str, str]:
-    return GROUP_BROKER_CONFIG
+    # librdkafka's admin test runs static members with session.timeout.ms=5000.
+    return {**GROUP_BROKER_CONFIG, "group.min.session.timeout.ms": "1000"}
 
 
 class StaticConfluent:
@@ -123,3 +125,51 @@ def test_kafka_python_static_member_restart_keeps_assignment(cluster: EmbeddedCl
         for m in (a, a2, b):  # stopping a stopped member again only re-checks its errors
             if m is not None:
                 m.stop()
+
+
+def test_confluent_closed_static_members_expire_on_time(cluster: EmbeddedCluster) -> None:
+    """librdkafka's DescribeConsumerGroups admin test: three static consumers
+    (session.timeout.ms=5000), each in its own group, consume and close; closing sends no
+    LeaveGroup, so each member stays until its session runs out, counted from the last
+    request it sent (its final commit on close). 6 s after the closes DeleteGroups finds
+    every group empty. The expiry lands within a small margin of the session timeout."""
+    bs = cluster.bootstrap_servers
+    topic = "static-expiry"
+    groups = [f"static-expiry-{i}" for i in range(3)]
+    session_s = 5.0
+    create_topic(bs, topic, 1)
+    produce(bs, topic, 100)
+    consumers = []
+    for i, group in enumerate(groups):
+        c = ck.Consumer({"bootstrap.servers": bs, "group.id": group,
+                         "group.instance.id": f"expiry-inst-{i}", "client.id": f"expiry-{i}",
+                         "session.timeout.ms": int(session_s * 1000),
+                         "auto.offset.reset": "earliest"})
+        c.subscribe([topic])
+        got = 0
+        deadline = time.monotonic() + 30
+        while got < 100 and time.monotonic() < deadline:
+            m = c.poll(0.2)
+            got += m is not None and m.error() is None
+        assert got == 100, f"consumer {i} got {got} of 100 records"
+        consumers.append(c)
+    admin = AdminClient({"bootstrap.servers": bs})
+    closed_at: dict[str, float] = {}
+    for group, c in zip(groups, consumers, strict=True):
+        c.close()  # commits its offsets; a static member sends no LeaveGroup
+        closed_at[group] = time.monotonic()
+    expired_at: dict[str, float] = {}
+
+    def all_expired() -> bool:
+        for group in set(groups) - set(expired_at):
+            if not admin.describe_consumer_groups([group])[group].result(timeout=10).members:
+                expired_at[group] = time.monotonic()
+        return len(expired_at) == len(groups)
+
+    wait_for(all_expired, 10, "every closed static member expired", interval=0.05)
+    for group in groups:
+        after = expired_at[group] - closed_at[group]
+        assert session_s - 0.5 <= after <= session_s + 0.75, f"{group} expired {after:.2f}s after close"
+    time.sleep(max(0.0, closed_at[groups[-1]] + 6 - time.monotonic()))
+    for fut in admin.delete_consumer_groups(groups).values():
+        fut.result(timeout=30)  # raises NON_EMPTY_GROUP if a member were still there

@@ -13,12 +13,12 @@ topic creation both use.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sparklog.protocol.errors import InvalidConfigError
+from sparklog.protocol.errors import InvalidConfigError, InvalidRequestError
 from sparklog.protocol.internal_topics import CONSUMER_OFFSETS
 
 log = logging.getLogger(__name__)
@@ -28,6 +28,7 @@ __all__ = [
     "ConfigDef",
     "BROKER_CONFIGS",
     "TOPIC_CONFIGS",
+    "apply_config_ops",
     "parse_properties",
     "validate_topic_configs",
 ]
@@ -222,6 +223,47 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
         if check is not None:
             check(value)
         out[name] = value
+    return out
+
+
+# IncrementalAlterConfigs' operations (Kafka's AlterConfigOp.OpType ids)
+OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+
+
+def apply_config_ops(current: Mapping[str, str],
+                     ops: Sequence[tuple[str, int, str | None]],
+                     defaults: Mapping[str, str], list_keys: Collection[str]) -> dict[str, str]:
+    """A resource's overrides after IncrementalAlterConfigs' (name, operation, value) edits.
+
+    As Kafka: a key may appear once per resource; APPEND/SUBTRACT work on list keys only and
+    start from the override, else the default (APPEND skips values already there); DELETE
+    drops the override. The result is not validated here (the caller validates the set).
+    """
+    names = [name for name, _op, _value in ops]
+    if len(set(names)) != len(names):
+        raise InvalidRequestError("Error due to duplicate config keys")
+    out = dict(current)
+    for name, op, value in ops:
+        if op == OP_DELETE:
+            out.pop(name, None)
+            continue
+        if op not in (OP_SET, OP_APPEND, OP_SUBTRACT):
+            raise InvalidRequestError(f"Unknown config operation {op} for {name}")
+        if value is None:
+            raise InvalidRequestError(f"Null value not supported for : {name}")
+        if op == OP_SET:
+            out[name] = value
+            continue
+        verb = "append" if op == OP_APPEND else "subtract"
+        if name not in list_keys:
+            raise InvalidConfigError(f"Config value {verb} is not allowed for config key: {name}")
+        base = _to_list(out.get(name, defaults.get(name, "")))
+        given = _to_list(value)
+        if op == OP_APPEND:
+            merged = base + [v for v in given if v not in base]
+        else:
+            merged = [v for v in base if v not in given]
+        out[name] = ",".join(merged)
     return out
 
 

@@ -226,9 +226,17 @@ def test_admin_aiokafka(cluster):
 
 def test_admin_confluent_cluster_records_offsets(cluster):
     """describe_cluster (DescribeCluster), delete_records (DeleteRecords), list_offsets with
-    earliest/latest/max-timestamp (ListOffsets), alter_configs (AlterConfigs)."""
+    earliest/latest/max-timestamp (ListOffsets), incremental_alter_configs
+    (IncrementalAlterConfigs)."""
     from confluent_kafka import TopicPartition
-    from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, OffsetSpec
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        NewTopic,
+        OffsetSpec,
+    )
 
     bs = cluster.bootstrap_servers
     a = AdminClient({"bootstrap.servers": bs})
@@ -255,17 +263,36 @@ def test_admin_confluent_cluster_records_offsets(cluster):
     got = ck_consume(bs, "adm-rec", 1, 70, start=0)  # reset to earliest -> 30
     assert min(m.offset for m in got) == 30 and len(got) == 70
 
-    res = a.alter_configs([ConfigResource(ConfigResource.Type.TOPIC, "adm-rec",
-                                          set_config={"retention.ms": "3600000"})])
-    list(res.values())[0].result(20)
-    cfg = list(a.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, "adm-rec")])
-               .values())[0].result(20)
+    def alter(*entries: ConfigEntry) -> None:
+        res = a.incremental_alter_configs([ConfigResource(
+            ConfigResource.Type.TOPIC, "adm-rec", incremental_configs=list(entries))])
+        list(res.values())[0].result(20)
+
+    def described() -> dict:
+        return list(a.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, "adm-rec")])
+                    .values())[0].result(20)
+
+    alter(ConfigEntry("retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET),
+          ConfigEntry("cleanup.policy", "compact",
+                      incremental_operation=AlterConfigOpType.APPEND))
+    cfg = described()
     assert cfg["retention.ms"].value == "3600000" and not cfg["retention.ms"].is_default
+    assert cfg["cleanup.policy"].value == "delete,compact"
+    # the other keys are left as they are: only cleanup.policy changes
+    alter(ConfigEntry("cleanup.policy", "delete",
+                      incremental_operation=AlterConfigOpType.SUBTRACT))
+    assert cluster.broker.metadata.topic("adm-rec").configs == {
+        "retention.ms": "3600000", "cleanup.policy": "compact"}
+    alter(ConfigEntry("cleanup.policy", None, incremental_operation=AlterConfigOpType.DELETE))
+    cfg = described()
+    assert cfg["cleanup.policy"].value == "delete" and cfg["cleanup.policy"].is_default
     plog = cluster.broker.replica_manager.get("adm-rec", 0).log
     assert plog.config.retention_ms == 3600000
 
 
 def test_admin_kafka_python_alter_configs_and_delete_records(cluster):
+    """kafka-python's alter_configs, which sends IncrementalAlterConfigs when the broker
+    serves it: SET then APPEND edit one key, keeping the others."""
     from kafka import TopicPartition
     from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
 
@@ -274,8 +301,14 @@ def test_admin_kafka_python_alter_configs_and_delete_records(cluster):
         a.create_topics([NewTopic("adm-kp2", 1, 1)])
         kp_produce(cluster.bootstrap_servers, "adm-kp2", make_messages(50, 1, tag="kp2"))
         a.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "adm-kp2",
-                                        configs={"cleanup.policy": "compact"})])
-        assert cluster.broker.metadata.topic("adm-kp2").configs == {"cleanup.policy": "compact"}
+                                        configs={"cleanup.policy": "compact",
+                                                 "retention.bytes": "100000"})],
+                        incremental=True)
+        a.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "adm-kp2",
+                                        configs={"cleanup.policy": ("APPEND", "delete")})],
+                        incremental=True)
+        assert cluster.broker.metadata.topic("adm-kp2").configs == {
+            "cleanup.policy": "compact,delete", "retention.bytes": "100000"}
         res = a.delete_records({TopicPartition("adm-kp2", 0): 20})
         assert list(res.values())[0]["low_watermark"] == 20
     finally:

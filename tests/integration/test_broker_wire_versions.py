@@ -199,6 +199,39 @@ def test_alter_configs(cluster, wire, version):
     assert bad.responses[0].error_code == ErrorCode.INVALID_CONFIG
 
 
+@pytest.mark.parametrize("version", _versions(44))
+def test_incremental_alter_configs(cluster, wire, version):
+    cls = API_BY_KEY[44].request
+    name = f"wire-iac-{version}"
+    cluster.call(cluster.broker.create_topic, name, 1, 1, {"retention.bytes": "5000"})
+
+    def call(*ops, topic=name, validate_only=False):
+        return wire.call(44, version, cls(validate_only=validate_only, resources=[
+            cls.AlterConfigsResource(resource_type=2, resource_name=topic, configs=[
+                cls.AlterableConfig(name=k, config_operation=op, value=v) for k, op, v in ops])
+        ])).responses[0]
+
+    assert call(("segment.ms", 0, "60000"), ("cleanup.policy", 2, "compact")).error_code == 0
+    assert cluster.broker.metadata.topic(name).configs == {
+        "retention.bytes": "5000", "segment.ms": "60000", "cleanup.policy": "delete,compact"}
+    assert call(("cleanup.policy", 3, "delete"), ("retention.bytes", 1, None)).error_code == 0
+    assert cluster.broker.metadata.topic(name).configs == {
+        "segment.ms": "60000", "cleanup.policy": "compact"}
+    assert call(("segment.ms", 0, "1"), validate_only=True).error_code == 0
+    assert cluster.broker.metadata.topic(name).configs["segment.ms"] == "60000"
+    bad = call(("segment.ms", 2, "5"))
+    assert (bad.error_code, bad.error_message) == (
+        ErrorCode.INVALID_CONFIG, "Config value append is not allowed for config key: segment.ms")
+    dup = call(("segment.ms", 0, "5"), ("segment.ms", 1, None))
+    assert dup.error_code == ErrorCode.INVALID_REQUEST
+    assert call(("segment.ms", 0, "soon")).error_code == ErrorCode.INVALID_CONFIG
+    assert call(("no.such.key", 0, "1")).error_code == ErrorCode.INVALID_CONFIG
+    assert call(("segment.ms", 0, "5"), topic="wire-iac-none").error_code == \
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert cluster.broker.metadata.topic(name).configs == {
+        "segment.ms": "60000", "cleanup.policy": "compact"}
+
+
 @pytest.mark.parametrize("version", _versions(21))
 def test_delete_records(cluster, wire, version):
     name = f"wire-dr-{version}"

@@ -1,8 +1,21 @@
-"""DescribeConfigs and AlterConfigs for topics (and read-only broker configs)."""
+"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics (and read-only
+broker configs).
+
+AlterConfigs replaces a topic's whole override set; IncrementalAlterConfigs edits it key by
+key (KIP-339) and then stores the result the same way, so both end in one validation and
+one controller write per resource.
+"""
 
 from __future__ import annotations
 
-from sparklog.broker.config import BROKER_CONFIGS, TOPIC_CONFIGS, validate_topic_configs
+from collections.abc import Callable, Mapping
+
+from sparklog.broker.config import (
+    BROKER_CONFIGS,
+    TOPIC_CONFIGS,
+    apply_config_ops,
+    validate_topic_configs,
+)
 from sparklog.broker.dispatch import RequestContext, api_spec, register
 from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.errors import ErrorCode, KafkaError
@@ -110,11 +123,23 @@ async def handle_describe_configs(ctx: RequestContext, request: TopLevel) -> Top
     return resp_cls(throttle_time_ms=0, results=results)
 
 
-@register(ApiKey.ALTER_CONFIGS, 0, 2)
-async def handle_alter_configs(ctx: RequestContext, request: TopLevel) -> TopLevel:
-    resp_cls = api_spec(ApiKey.ALTER_CONFIGS).response
-    Result = resp_cls.AlterConfigsResourceResponse
+def _alter_topic(ctx: RequestContext, name: str, configs: Mapping[str, str | None],
+                 validate_only: bool) -> None:
+    """Make ``configs`` the topic's whole override set (None values: back to the default)."""
     broker = ctx.broker
+    valid = validate_topic_configs(configs)
+    if broker.metadata.topic(name) is None:
+        raise _Unknown()
+    if not validate_only:
+        broker.set_topic_configs(name, valid)
+
+
+_ConfigsOf = Callable[[RequestContext, Message], Mapping[str, str | None]]
+
+
+def _alter_results(ctx: RequestContext, request: TopLevel, result_cls: type[Message],
+                   configs_of: _ConfigsOf) -> list[Message]:
+    """One result per resource: ``configs_of`` gives a topic's new override set."""
     results = []
     for res in request.resources:
         code, msg = 0, None
@@ -123,16 +148,42 @@ async def handle_alter_configs(ctx: RequestContext, request: TopLevel) -> TopLev
             msg = "only topic configs can be altered (broker configs are static)"
         else:
             try:
-                configs = validate_topic_configs({c.name: c.value for c in res.configs})
-                if broker.metadata.topic(res.resource_name) is None:
-                    raise _Unknown()
-                if not request.validate_only:
-                    broker.set_topic_configs(res.resource_name, configs)
+                _alter_topic(ctx, res.resource_name, configs_of(ctx, res),
+                             request.validate_only)
             except _Unknown:
                 code = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 msg = f"topic {res.resource_name!r} does not exist"
             except KafkaError as exc:
                 code, msg = int(exc.error_code), str(exc)
-        results.append(Result(error_code=code, error_message=msg,
-                              resource_type=res.resource_type, resource_name=res.resource_name))
-    return resp_cls(throttle_time_ms=0, responses=results)
+        results.append(result_cls(error_code=code, error_message=msg,
+                                  resource_type=res.resource_type,
+                                  resource_name=res.resource_name))
+    return results
+
+
+def _replaced_configs(ctx: RequestContext, res: Message) -> dict[str, str | None]:
+    return {c.name: c.value for c in res.configs}
+
+
+def _edited_configs(ctx: RequestContext, res: Message) -> dict[str, str]:
+    info = ctx.broker.metadata.topic(res.resource_name)
+    if info is None:
+        raise _Unknown()
+    list_keys = {k for k, (typ, _b, _f) in TOPIC_CONFIGS.items() if typ == "list"}
+    return apply_config_ops(info.configs, [(c.name, c.config_operation, c.value)
+                                           for c in res.configs],
+                            ctx.broker.config.topic_defaults(), list_keys)
+
+
+@register(ApiKey.ALTER_CONFIGS, 0, 2)
+async def handle_alter_configs(ctx: RequestContext, request: TopLevel) -> TopLevel:
+    resp_cls = api_spec(ApiKey.ALTER_CONFIGS).response
+    return resp_cls(throttle_time_ms=0, responses=_alter_results(
+        ctx, request, resp_cls.AlterConfigsResourceResponse, _replaced_configs))
+
+
+@register(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1)
+async def handle_incremental_alter_configs(ctx: RequestContext, request: TopLevel) -> TopLevel:
+    resp_cls = api_spec(ApiKey.INCREMENTAL_ALTER_CONFIGS).response
+    return resp_cls(throttle_time_ms=0, responses=_alter_results(
+        ctx, request, resp_cls.AlterConfigsResourceResponse, _edited_configs))

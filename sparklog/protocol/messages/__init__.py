@@ -80,6 +80,7 @@ _ALL: list[ApiSpec] = [
     transactions.TXN_OFFSET_COMMIT,
     admin.DESCRIBE_CONFIGS,
     admin.ALTER_CONFIGS,
+    admin.INCREMENTAL_ALTER_CONFIGS,
     admin.CREATE_PARTITIONS,
     groups.DELETE_GROUPS,
     metadata.DESCRIBE_CLUSTER,

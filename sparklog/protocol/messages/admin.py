@@ -1,5 +1,6 @@
 """Topic and config administration: DeleteRecords (21), CreateTopics (19),
-DeleteTopics (20), DescribeConfigs (32), AlterConfigs (33), CreatePartitions (37).
+DeleteTopics (20), DescribeConfigs (32), AlterConfigs (33), CreatePartitions (37),
+IncrementalAlterConfigs (44).
 """
 
 from sparklog.protocol.schema import api, f, schema
@@ -161,7 +162,7 @@ DescribeConfigsRequest = DESCRIBE_CONFIGS.request
 DescribeConfigsResponse = DESCRIBE_CONFIGS.response
 
 
-# AlterConfigs (replaces every config of the resource; IncrementalAlterConfigs is not declared)
+# AlterConfigs (replaces every config of the resource; IncrementalAlterConfigs edits them)
 #   v0  resources with (name, value) pairs, validate_only
 #   v1  same layout (throttling after the response)
 #   v2  flexible
@@ -190,6 +191,37 @@ ALTER_CONFIGS = api(
 )
 AlterConfigsRequest = ALTER_CONFIGS.request
 AlterConfigsResponse = ALTER_CONFIGS.response
+
+
+# IncrementalAlterConfigs (KIP-339: per-key SET/DELETE/APPEND/SUBTRACT, the rest untouched)
+#   v0  resources with (name, operation, value) triples, validate_only
+#   v1  flexible
+INCREMENTAL_ALTER_CONFIGS = api(
+    44, "IncrementalAlterConfigs", versions=(0, 1), flexible=1,
+    request=schema("IncrementalAlterConfigsRequest", [
+        f("resources", "[]AlterConfigsResource", fields=[
+            f("resource_type", "int8"),
+            f("resource_name", "string"),
+            f("configs", "[]AlterableConfig", fields=[
+                f("name", "string"),
+                f("config_operation", "int8"),
+                f("value", "string", nullable="0+"),
+            ]),
+        ]),
+        f("validate_only", "bool"),
+    ]),
+    response=schema("IncrementalAlterConfigsResponse", [
+        f("throttle_time_ms", "int32"),
+        f("responses", "[]AlterConfigsResourceResponse", fields=[
+            f("error_code", "int16"),
+            f("error_message", "string", nullable="0+"),
+            f("resource_type", "int8"),
+            f("resource_name", "string"),
+        ]),
+    ]),
+)
+IncrementalAlterConfigsRequest = INCREMENTAL_ALTER_CONFIGS.request
+IncrementalAlterConfigsResponse = INCREMENTAL_ALTER_CONFIGS.response
 
 
 # DeleteRecords (KIP-107: move the log start offset forward)

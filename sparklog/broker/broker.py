@@ -20,7 +20,7 @@ import logging
 import os
 from collections.abc import Mapping, Sequence
 
-from sparklog.broker.config import BrokerConfig
+from sparklog.broker.config import BrokerConfig, check_dynamic_broker_configs
 from sparklog.broker.controller_channel import ControllerChannel
 from sparklog.broker.dispatch import Dispatcher
 from sparklog.broker.group.config import CoordinatorConfig
@@ -81,6 +81,7 @@ class Broker:
         self.channel.open()
         self.metadata.load(self.channel.metadata_records())
         self.channel.add_listener(self._on_metadata)
+        self._apply_dynamic_configs()
         self._open_log_manager()
         host, port = self.config.listener()
         self.server = KafkaServer(
@@ -130,7 +131,7 @@ class Broker:
     # -- storage ------------------------------------------------------------------------
 
     def _open_log_manager(self) -> None:
-        self._base_log_config = LogConfig.from_broker_props(self._log_props())
+        self._base_log_config = LogConfig.from_broker_props(self.config.log_props())
         topic_configs = {name: self.log_config_for(name) for name in self.metadata.topics()}
         cfg = self.config
         self.log_manager = LogManager(
@@ -150,12 +151,6 @@ class Broker:
                 log.info("deleting stray log %s-%d (not in the metadata)", topic, partition)
                 self.log_manager.delete_log(topic, partition)
         self.log_manager.start()
-
-    def _log_props(self) -> dict[str, str]:
-        raw = self.config.raw()
-        return {k: v for k, v in raw.items() if k.startswith("log.") or k in (
-            "message.max.bytes", "min.insync.replicas", "compression.type",
-            "unclean.leader.election.enable", "producer.id.expiration.ms")}
 
     def log_config_for(self, topic: str) -> LogConfig:
         info = self.metadata.topic(topic)
@@ -197,6 +192,8 @@ class Broker:
                 deleted.append(rec["name"])
             elif kind == "config":
                 self.log_manager.update_config(rec["topic"], self.log_config_for(rec["topic"]))
+            elif kind == "broker_config":
+                self._apply_dynamic_configs()
         if deleted and self.group_coordinator is not None:
             # a topic re-created under the same name must not inherit stale positions
             self.group_coordinator.offsets.remove_topic_offsets(deleted)
@@ -241,6 +238,35 @@ class Broker:
     def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
         self._check_configs(configs)
         self.channel.set_topic_configs(name, configs)
+
+    # -- dynamic broker configs -----------------------------------------------------------
+
+    def set_broker_configs(self, entity: str, configs: Mapping[str, str], *,
+                           validate_only: bool = False) -> None:
+        """Make ``configs`` the whole dynamic config set of ``entity`` (this broker's id, or
+        "" for the cluster-wide default), stored in the cluster metadata; they apply here
+        when the record comes back (``_apply_dynamic_configs``). Checked first: read-only
+        keys, types, and what every log's config would become."""
+        check_dynamic_broker_configs(configs)
+        own = str(self.node_id)
+        candidate = self.config.with_dynamic(
+            configs if entity == "" else self.metadata.broker_configs(""),
+            configs if entity == own else self.metadata.broker_configs(own))
+        LogConfig.from_broker_props(candidate.log_props())
+        if not validate_only:
+            self.channel.set_broker_configs(entity, configs)
+
+    def _apply_dynamic_configs(self) -> None:
+        """The stored dynamic configs become this broker's config; every log's config is
+        derived again, so existing logs roll and retain by the new values from now on."""
+        self.config = self.config.with_dynamic(self.metadata.broker_configs(""),
+                                               self.metadata.broker_configs(str(self.node_id)))
+        if self.log_manager is None:
+            return
+        self._base_log_config = LogConfig.from_broker_props(self.config.log_props())
+        self.log_manager.default_config = self._base_log_config
+        for name in self.metadata.topics():
+            self.log_manager.update_config(name, self.log_config_for(name))
 
     # -- the group coordinator and its topic ---------------------------------------------
 

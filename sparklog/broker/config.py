@@ -15,11 +15,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from enum import IntEnum
 from pathlib import Path
 from typing import Any
 
 from sparklog.protocol.errors import InvalidConfigError, InvalidRequestError
 from sparklog.protocol.internal_topics import CONSUMER_OFFSETS
+from sparklog.storage.log_config import BROKER_LOG_KEYS
 
 log = logging.getLogger(__name__)
 
@@ -27,8 +29,12 @@ __all__ = [
     "BrokerConfig",
     "ConfigDef",
     "BROKER_CONFIGS",
+    "ConfigSource",
+    "DYNAMIC_BROKER_KEYS",
     "TOPIC_CONFIGS",
+    "TOPIC_CONFIG_SYNONYMS",
     "apply_config_ops",
+    "check_dynamic_broker_configs",
     "parse_properties",
     "validate_topic_configs",
 ]
@@ -226,6 +232,39 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
     return out
 
 
+class ConfigSource(IntEnum):
+    """Where a config value comes from (Kafka's DescribeConfigs ConfigSource ids)."""
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+
+
+# Broker keys an operator may change at run time, per broker or cluster-wide (Kafka's
+# DynamicLogConfig set: the broker spellings of topic configs). They feed every log's
+# config, so a change reaches existing logs at once. Kafka's other dynamic keys (thread
+# pools, listeners, SSL, quotas) have no counterpart in sparklog.
+DYNAMIC_BROKER_KEYS: frozenset[str] = BROKER_LOG_KEYS
+
+# topic config -> the broker keys that give its default, highest precedence first
+TOPIC_CONFIG_SYNONYMS: dict[str, tuple[str, ...]] = {
+    **{name: (broker_key,) for name, (_t, broker_key, _f) in TOPIC_CONFIGS.items()
+       if broker_key is not None},
+    "retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+    "segment.ms": ("log.roll.ms", "log.roll.hours"),
+}
+
+
+def check_dynamic_broker_configs(names: Collection[str]) -> None:
+    """Refuse known broker keys that cannot change at run time, as Kafka does (keys it does
+    not know are stored as given: Kafka accepts custom configs)."""
+    static = sorted(n for n in names if n in BROKER_CONFIGS and n not in DYNAMIC_BROKER_KEYS)
+    if static:
+        raise InvalidConfigError(
+            f"Cannot update these configs dynamically: Set({', '.join(static)})")
+
+
 # IncrementalAlterConfigs' operations (Kafka's AlterConfigOp.OpType ids)
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 
@@ -293,17 +332,30 @@ def parse_properties(text: str) -> dict[str, str]:
 
 
 class BrokerConfig:
-    """Immutable view of the broker's settings; typed values by Kafka key."""
+    """Immutable view of the broker's settings; typed values by Kafka key.
 
-    def __init__(self, props: Mapping[str, str] | None = None) -> None:
-        self._raw: dict[str, str] = {k: str(v) for k, v in (props or {}).items()}
+    Three layers, highest precedence first (Kafka's order): the broker's own dynamic
+    configs, the cluster-wide dynamic defaults (both set at run time, stored in the cluster
+    metadata) and the static ``server.properties``; a key none of them sets has its
+    default. ``layers`` says which layer gave what (DescribeConfigs' sources and synonyms).
+    """
+
+    def __init__(self, props: Mapping[str, str] | None = None, *,
+                 dynamic_default: Mapping[str, str] | None = None,
+                 dynamic_broker: Mapping[str, str] | None = None) -> None:
+        self._static: dict[str, str] = {k: str(v) for k, v in (props or {}).items()}
+        self._dynamic_default = dict(dynamic_default or {})
+        self._dynamic_broker = dict(dynamic_broker or {})
+        self._raw = {**self._static, **self._dynamic_default, **self._dynamic_broker}
         self._values: dict[str, Any] = {}
         for name, spec in BROKER_CONFIGS.items():
             raw = self._raw.get(name, spec.default)
             self._values[name] = None if raw is None else spec.parse(raw)
-        unknown = sorted(k for k in self._raw if k not in BROKER_CONFIGS)
-        if unknown:
-            log.info("config keys not used by sparklog (kept as given): %s", ", ".join(unknown))
+        if dynamic_default is None and dynamic_broker is None:
+            unknown = sorted(k for k in self._raw if k not in BROKER_CONFIGS)
+            if unknown:
+                log.info("config keys not used by sparklog (kept as given): %s",
+                         ", ".join(unknown))
 
     @classmethod
     def from_props(cls, props: Mapping[str, str]) -> BrokerConfig:
@@ -328,15 +380,43 @@ class BrokerConfig:
         return name in self._raw
 
     def with_overrides(self, overrides: Mapping[str, str]) -> BrokerConfig:
-        merged = dict(self._raw)
+        """These static settings changed (the dynamic layers stay)."""
+        merged = dict(self._static)
         merged.update({k: str(v) for k, v in overrides.items()})
-        return BrokerConfig(merged)
+        return BrokerConfig(merged, dynamic_default=self._dynamic_default,
+                            dynamic_broker=self._dynamic_broker)
+
+    def with_dynamic(self, default: Mapping[str, str], broker: Mapping[str, str]) -> BrokerConfig:
+        """The same static settings under these dynamic layers (values are checked)."""
+        return BrokerConfig(self._static, dynamic_default=default, dynamic_broker=broker)
+
+    def dynamic(self, *, default: bool) -> dict[str, str]:
+        """The cluster-wide dynamic defaults, or this broker's own dynamic configs."""
+        return dict(self._dynamic_default if default else self._dynamic_broker)
+
+    def layers(self, name: str) -> list[tuple[ConfigSource, str | None]]:
+        """(source, raw value) of every layer that has ``name``, highest precedence first,
+        ending with Kafka's default when sparklog knows one."""
+        out: list[tuple[ConfigSource, str | None]] = []
+        for source, layer in ((ConfigSource.DYNAMIC_BROKER_CONFIG, self._dynamic_broker),
+                              (ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, self._dynamic_default),
+                              (ConfigSource.STATIC_BROKER_CONFIG, self._static)):
+            if name in layer:
+                out.append((source, layer[name]))
+        spec = BROKER_CONFIGS.get(name)
+        if spec is not None and spec.default is not None:
+            out.append((ConfigSource.DEFAULT_CONFIG, spec.default))
+        return out
 
     def items(self) -> list[tuple[str, Any]]:
         return sorted(self._values.items())
 
     def raw(self) -> dict[str, str]:
         return dict(self._raw)
+
+    def log_props(self) -> dict[str, str]:
+        """The settings every log's config is derived from (``LogConfig.from_broker_props``)."""
+        return {k: v for k, v in self._raw.items() if k in BROKER_LOG_KEYS}
 
     # -- derived values Kafka computes from several keys ---------------------------------
 

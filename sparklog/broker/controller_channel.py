@@ -62,3 +62,8 @@ class ControllerChannel(ProducerIdBlocks, Protocol):
     def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
         """Replace the topic's config overrides with ``configs``."""
         ...
+
+    def set_broker_configs(self, entity: str, configs: Mapping[str, str]) -> None:
+        """Replace the dynamic configs of ``entity`` (a broker id, or "" for the cluster
+        default) with ``configs``."""
+        ...

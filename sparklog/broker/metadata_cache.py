@@ -85,6 +85,8 @@ class MetadataImage:
         self.topics: dict[str, TopicInfo] = {}
         self.topics_by_id: dict[bytes, TopicInfo] = {}
         self.brokers: dict[int, BrokerInfo] = {}
+        # dynamic broker configs by entity: a broker id as a string, "" = cluster default
+        self.broker_configs: dict[str, dict[str, str]] = {}
         self.next_producer_id = 0
 
     def apply(self, rec: MetadataRecord) -> None:
@@ -116,6 +118,11 @@ class MetadataImage:
             t = self.topics.get(rec["topic"])
             if t is not None:
                 t.configs = dict(rec["configs"])
+        elif kind == "broker_config":
+            if rec["configs"]:
+                self.broker_configs[rec["entity"]] = dict(rec["configs"])
+            else:
+                self.broker_configs.pop(rec["entity"], None)
         elif kind == "producer_ids":
             self.next_producer_id = max(self.next_producer_id, int(rec["next"]))
         elif kind == "remove_topic":
@@ -135,6 +142,8 @@ class MetadataImage:
         for b in self.brokers.values():
             out.append({"type": "broker", "node_id": b.node_id, "host": b.host, "port": b.port,
                         "rack": b.rack})
+        for entity, configs in self.broker_configs.items():
+            out.append({"type": "broker_config", "entity": entity, "configs": configs})
         for t in self.topics.values():
             out.append(t.to_record())
             out.extend(p.to_record() for _, p in sorted(t.partitions.items()))
@@ -178,6 +187,10 @@ class MetadataCache:
     def topics(self) -> dict[str, TopicInfo]:
         """A copy: callers may hold it across changes."""
         return dict(self.image.topics)
+
+    def broker_configs(self, entity: str) -> dict[str, str]:
+        """Dynamic configs of a broker (its id as a string) or, for "", the cluster default."""
+        return dict(self.image.broker_configs.get(entity, {}))
 
     def live_broker_list(self) -> list[BrokerInfo]:
         return [b for i, b in sorted(self.image.brokers.items()) if i in self.live_brokers]

@@ -19,7 +19,8 @@ Record types (``"type"``): ``cluster`` (cluster_id), ``broker`` (node_id, host, 
 ``topic`` (name, topic_id hex, configs, internal), ``partition`` (topic, partition,
 replicas, isr, leader, leader_epoch, partition_epoch), ``config`` (topic, configs: the full
 override map), ``remove_topic`` (name), ``producer_ids`` (next: first id of the next
-unallocated block).
+unallocated block), ``broker_config`` (entity: a broker id, or "" for the cluster-wide
+default; configs: that entity's whole dynamic config map).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from typing import Any
 
 from sparklog.protocol.errors import InvalidConfigError
 
-__all__ = ["LogConfig", "BROKER_DEFAULT_KEYS", "LONG_MAX", "TOPIC_CONFIG_KEYS"]
+__all__ = ["LogConfig", "BROKER_DEFAULT_KEYS", "BROKER_LOG_KEYS", "LONG_MAX", "TOPIC_CONFIG_KEYS"]
 
 LONG_MAX = 9223372036854775807
 INT_MAX = 2147483647
@@ -119,6 +119,8 @@ _BROKER_COARSE = {
     "log.retention.minutes": ("retention.ms", 60000),
     "log.retention.hours": ("retention.ms", 3600000),
 }
+# Every broker key ``from_broker_props`` reads.
+BROKER_LOG_KEYS: frozenset[str] = frozenset(BROKER_DEFAULT_KEYS) | frozenset(_BROKER_COARSE)
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,13 @@ import pytest
 from sparklog.broker.config import (
     BROKER_CONFIGS,
     BrokerConfig,
+    ConfigSource,
+    apply_config_ops,
+    check_dynamic_broker_configs,
     parse_properties,
     validate_topic_configs,
 )
-from sparklog.protocol.errors import InvalidConfigError
+from sparklog.protocol.errors import InvalidConfigError, InvalidRequestError
 
 CONF = Path(__file__).resolve().parents[3] / "conf" / "server.properties"
 
@@ -67,3 +70,51 @@ def test_topic_config_validation():
                 {"segment.bytes": "1"}, {"message.timestamp.type": "Whenever"}):
         with pytest.raises(InvalidConfigError):
             validate_topic_configs(bad)
+
+
+def test_dynamic_layers_precedence_and_sources():
+    static = BrokerConfig({"log.segment.bytes": "1000", "log.retention.hours": "5"})
+    c = static.with_dynamic({"log.segment.bytes": "2000", "log.retention.ms": "60000"},
+                            {"log.segment.bytes": "3000"})
+    assert c.get("log.segment.bytes") == 3000 and c.retention_ms == 60000
+    assert c.layers("log.segment.bytes") == [
+        (ConfigSource.DYNAMIC_BROKER_CONFIG, "3000"),
+        (ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, "2000"),
+        (ConfigSource.STATIC_BROKER_CONFIG, "1000"),
+        (ConfigSource.DEFAULT_CONFIG, "1073741824")]
+    assert c.layers("log.retention.ms") == [(ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, "60000")]
+    assert c.topic_defaults()["segment.bytes"] == "3000"
+    assert c.log_props() == {"log.segment.bytes": "3000", "log.retention.hours": "5",
+                             "log.retention.ms": "60000"}
+    assert c.with_overrides({"num.partitions": "4"}).get("log.segment.bytes") == 3000
+    back = c.with_dynamic({}, {})
+    assert back.get("log.segment.bytes") == 1000 and back.dynamic(default=True) == {}
+    with pytest.raises(InvalidConfigError):
+        static.with_dynamic({}, {"log.segment.bytes": "big"})
+
+
+def test_only_dynamic_keys_change_at_run_time():
+    check_dynamic_broker_configs(["log.retention.ms", "message.max.bytes", "custom.key"])
+    with pytest.raises(InvalidConfigError,
+                       match=r"Cannot update these configs dynamically: Set\(listeners, log.dirs\)"):
+        check_dynamic_broker_configs(["log.dirs", "log.segment.bytes", "listeners"])
+
+
+def test_incremental_ops():
+    current = {"cleanup.policy": "compact", "retention.ms": "5"}
+    defaults = {"cleanup.policy": "delete"}
+    lists = {"cleanup.policy"}
+    assert apply_config_ops(current, [("retention.ms", 1, None), ("segment.ms", 0, "9")],
+                            defaults, lists) == {"cleanup.policy": "compact", "segment.ms": "9"}
+    assert apply_config_ops({}, [("cleanup.policy", 2, "compact,delete")], defaults,
+                            lists) == {"cleanup.policy": "delete,compact"}
+    assert apply_config_ops(current, [("cleanup.policy", 3, "compact")], defaults,
+                            lists) == {"cleanup.policy": "", "retention.ms": "5"}
+    with pytest.raises(InvalidConfigError, match="append is not allowed for config key: x"):
+        apply_config_ops({}, [("x", 2, "1")], defaults, lists)
+    with pytest.raises(InvalidRequestError, match="duplicate config keys"):
+        apply_config_ops({}, [("x", 0, "1"), ("x", 1, None)], defaults, lists)
+    with pytest.raises(InvalidRequestError):
+        apply_config_ops({}, [("x", 9, "1")], defaults, lists)
+    with pytest.raises(InvalidRequestError):
+        apply_config_ops({}, [("x", 0, None)], defaults, lists)

@@ -20,12 +20,12 @@ from sparklog.client.metadata import BrokerMetadata, TopicMetadata
 from sparklog.client.sync_client import SyncClient
 from sparklog.protocol.errors import ErrorCode, KafkaError, error_for_code
 from sparklog.protocol.messages.admin import (
-    AlterConfigsRequest,
     CreatePartitionsRequest,
     CreateTopicsRequest,
     DeleteRecordsRequest,
     DeleteTopicsRequest,
     DescribeConfigsRequest,
+    IncrementalAlterConfigsRequest,
 )
 from sparklog.protocol.messages.groups import (
     DeleteGroupsRequest,
@@ -44,6 +44,7 @@ __all__ = ["AdminClient", "NewTopic", "OffsetSpec", "ConfigEntry", "GroupDescrip
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+_OP_SET, _OP_DELETE = 0, 1  # IncrementalAlterConfigs' operations
 _CONFIG_SOURCES = {-1: "UNKNOWN", 0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG",
                    2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
                    4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG",
@@ -93,6 +94,9 @@ class ConfigEntry:
     read_only: bool = False
     source: str = "UNKNOWN"
     is_sensitive: bool = False
+    # (source, name, value) of every layer that sets it, highest precedence first; filled
+    # when describe_configs is asked for synonyms
+    synonyms: list[tuple[str, str, str | None]] = field(default_factory=list)
 
     @property
     def is_default(self) -> bool:
@@ -206,53 +210,58 @@ class AdminClient(SyncClient):
 
     # ------------------------------------------------------------------ configs
 
+    async def _send_config_request(self, rtype: int, name: str, req: Any, *,
+                                   change: bool) -> Any:
+        """A broker's configs are that broker's to answer (the empty name, the cluster
+        default, any broker's); a topic's change goes to the controller, a read anywhere."""
+        if rtype == RESOURCE_BROKER and name != "":
+            return await self._client.send_node(int(name), req)
+        if rtype == RESOURCE_TOPIC and change:
+            return await self._client.send_controller(req)
+        return await self._client.send_any(req)
+
     def describe_configs(self, name: str, resource_type: str = "topic",
-                         keys: list[str] | None = None) -> dict[str, ConfigEntry]:
+                         keys: list[str] | None = None,
+                         synonyms: bool = False) -> dict[str, ConfigEntry]:
+        """Configs of a topic or a broker (its id, or "" for the cluster-wide dynamic
+        defaults)."""
         rtype = RESOURCE_TOPIC if resource_type == "topic" else RESOURCE_BROKER
         req = DescribeConfigsRequest(resources=[DescribeConfigsRequest.DescribeConfigsResource(
             resource_type=rtype, resource_name=str(name), configuration_keys=keys)],
-            include_synonyms=False)
+            include_synonyms=synonyms)
 
         async def go() -> dict[str, ConfigEntry]:
-            if rtype == RESOURCE_BROKER:
-                resp = await self._client.send_node(int(name), req)
-            else:
-                resp = await self._client.send_any(req)
+            resp = await self._send_config_request(rtype, str(name), req, change=False)
             out: dict[str, ConfigEntry] = {}
             for r in resp.results:
                 if r.error_code:
                     raise error_for_code(r.error_code, r.error_message or
                                          _topic_error(r.error_code, r.resource_name))
                 for c in r.configs:
-                    out[c.name] = ConfigEntry(c.name, c.value, c.read_only,
-                                              _CONFIG_SOURCES.get(c.config_source, "UNKNOWN"),
-                                              c.is_sensitive)
+                    out[c.name] = ConfigEntry(
+                        c.name, c.value, c.read_only,
+                        _CONFIG_SOURCES.get(c.config_source, "UNKNOWN"), c.is_sensitive,
+                        [(_CONFIG_SOURCES.get(y.source, "UNKNOWN"), y.name, y.value)
+                         for y in c.synonyms])
             return out
 
         return self._call(go())
 
     def alter_configs(self, name: str, configs: dict[str, str | None],
-                      resource_type: str = "topic", incremental: bool = True) -> None:
-        """Set (value) or remove (None) config overrides. ``incremental`` keeps the other
-        overrides (AlterConfigs replaces the whole set, so they are read first)."""
+                      resource_type: str = "topic") -> None:
+        """Set (value) or delete (None) configs of a topic or a broker (its id, or "" for
+        the cluster-wide default) with IncrementalAlterConfigs: the others stay as they
+        are."""
         rtype = RESOURCE_TOPIC if resource_type == "topic" else RESOURCE_BROKER
-        final = dict(configs)
-        if incremental:
-            current = self.describe_configs(name, resource_type)
-            base = {k: e.value for k, e in current.items()
-                    if e.source in ("DYNAMIC_TOPIC_CONFIG", "DYNAMIC_BROKER_CONFIG")}
-            base.update(final)
-            final = base
-        req = AlterConfigsRequest(resources=[AlterConfigsRequest.AlterConfigsResource(
+        cls = IncrementalAlterConfigsRequest
+        req = cls(resources=[cls.AlterConfigsResource(
             resource_type=rtype, resource_name=str(name),
-            configs=[AlterConfigsRequest.AlterableConfig(name=k, value=v)
-                     for k, v in final.items() if v is not None])], validate_only=False)
+            configs=[cls.AlterableConfig(name=k, value=v,
+                                         config_operation=_OP_SET if v is not None else _OP_DELETE)
+                     for k, v in configs.items()])], validate_only=False)
 
         async def go() -> None:
-            if rtype == RESOURCE_BROKER:
-                resp = await self._client.send_node(int(name), req)
-            else:
-                resp = await self._client.send_controller(req)
+            resp = await self._send_config_request(rtype, str(name), req, change=True)
             for r in resp.responses:
                 if r.error_code:
                     raise error_for_code(r.error_code, r.error_message or

@@ -42,6 +42,8 @@ class ServerProcess:
 
     def start(self, timeout: float = 30.0) -> ServerProcess:
         """Start the process and return once it accepts connections."""
+        # a restart appends to the same log: only what this start writes counts
+        start_at = self.log_path.stat().st_size if self.log_path.exists() else 0
         with open(self.log_path, "ab") as logf:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "sparklog.cli.main", "server", "--data-dir",
@@ -50,7 +52,7 @@ class ServerProcess:
             )
         proc = self.proc
         if not wait_until(lambda: proc.poll() is not None
-                          or LISTENING in self.log_path.read_bytes(), timeout):
+                          or LISTENING in self.log_path.read_bytes()[start_at:], timeout):
             self.kill()
             raise RuntimeError(f"server did not start:\n{self.log_path.read_text()}")
         if proc.poll() is not None:

@@ -10,19 +10,16 @@ import re
 import signal
 import struct
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
+from tests.helpers.cli import SPARKLOG, ok, one_error, run
 from tests.helpers.net import free_port
 from tests.helpers.polling import wait_for
-from tests.helpers.servers import REPO, ServerProcess
-
-SPARKLOG = str(Path(sys.executable).parent / "sparklog")
+from tests.helpers.servers import ServerProcess
 
 
 @pytest.fixture(scope="module")
@@ -35,27 +32,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         s.stop()
 
 
-def run(*args: str, server: ServerProcess | None = None, stdin: bytes | None = None,
-        timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    cmd = [SPARKLOG, *args]
-    if server is not None:
-        cmd += ["--bootstrap-server", server.bootstrap_servers]
-    return subprocess.run(cmd, input=stdin, capture_output=True, timeout=timeout, cwd=str(REPO),
-                          text=stdin is None)
-
-
-def ok(res: subprocess.CompletedProcess[str]) -> str:
-    assert res.returncode == 0, res.stderr
-    return res.stdout
-
-
-def one_error(res: subprocess.CompletedProcess[str], code: int = 1) -> str:
-    """The single stderr line of a failed command (and nothing on stdout)."""
-    assert res.returncode == code, (res.returncode, res.stdout, res.stderr)
-    lines = res.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("Error: "), res.stderr
-    assert "Traceback" not in res.stderr and res.stdout == ""
-    return lines[0]
 
 
 def name(prefix: str) -> str:

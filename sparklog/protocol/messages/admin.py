@@ -3,7 +3,7 @@ DeleteTopics (20), DescribeConfigs (32), AlterConfigs (33), CreatePartitions (37
 IncrementalAlterConfigs (44).
 """
 
-from sparklog.protocol.schema import api, f, schema
+from sparklog.protocol.schema import Field, MessageSchema, api, f, schema
 
 # CreateTopics
 #   v2  (oldest Kafka 4 accepts) topics with partitions/replication or explicit
@@ -162,24 +162,22 @@ DescribeConfigsRequest = DESCRIBE_CONFIGS.request
 DescribeConfigsResponse = DESCRIBE_CONFIGS.response
 
 
-# AlterConfigs (replaces every config of the resource; IncrementalAlterConfigs edits them)
-#   v0  resources with (name, value) pairs, validate_only
-#   v1  same layout (throttling after the response)
-#   v2  flexible
-ALTER_CONFIGS = api(
-    33, "AlterConfigs", versions=(0, 2), flexible=2,
-    request=schema("AlterConfigsRequest", [
+def _alter_configs_request(name: str, config_fields: list[Field]) -> MessageSchema:
+    """AlterConfigs and IncrementalAlterConfigs name their resources the same way and
+    differ only in what each config entry carries."""
+    return schema(name, [
         f("resources", "[]AlterConfigsResource", fields=[
             f("resource_type", "int8"),
             f("resource_name", "string"),
-            f("configs", "[]AlterableConfig", fields=[
-                f("name", "string"),
-                f("value", "string", nullable="0+"),
-            ]),
+            f("configs", "[]AlterableConfig", fields=config_fields),
         ]),
         f("validate_only", "bool"),
-    ]),
-    response=schema("AlterConfigsResponse", [
+    ])
+
+
+def _alter_configs_response(name: str) -> MessageSchema:
+    """One (error, resource) result per resource, the same for both alter APIs."""
+    return schema(name, [
         f("throttle_time_ms", "int32"),
         f("responses", "[]AlterConfigsResourceResponse", fields=[
             f("error_code", "int16"),
@@ -187,7 +185,20 @@ ALTER_CONFIGS = api(
             f("resource_type", "int8"),
             f("resource_name", "string"),
         ]),
+    ])
+
+
+# AlterConfigs (replaces every config of the resource; IncrementalAlterConfigs edits them)
+#   v0  resources with (name, value) pairs, validate_only
+#   v1  same layout (throttling after the response)
+#   v2  flexible
+ALTER_CONFIGS = api(
+    33, "AlterConfigs", versions=(0, 2), flexible=2,
+    request=_alter_configs_request("AlterConfigsRequest", [
+        f("name", "string"),
+        f("value", "string", nullable="0+"),
     ]),
+    response=_alter_configs_response("AlterConfigsResponse"),
 )
 AlterConfigsRequest = ALTER_CONFIGS.request
 AlterConfigsResponse = ALTER_CONFIGS.response
@@ -198,27 +209,12 @@ AlterConfigsResponse = ALTER_CONFIGS.response
 #   v1  flexible
 INCREMENTAL_ALTER_CONFIGS = api(
     44, "IncrementalAlterConfigs", versions=(0, 1), flexible=1,
-    request=schema("IncrementalAlterConfigsRequest", [
-        f("resources", "[]AlterConfigsResource", fields=[
-            f("resource_type", "int8"),
-            f("resource_name", "string"),
-            f("configs", "[]AlterableConfig", fields=[
-                f("name", "string"),
-                f("config_operation", "int8"),
-                f("value", "string", nullable="0+"),
-            ]),
-        ]),
-        f("validate_only", "bool"),
+    request=_alter_configs_request("IncrementalAlterConfigsRequest", [
+        f("name", "string"),
+        f("config_operation", "int8"),
+        f("value", "string", nullable="0+"),
     ]),
-    response=schema("IncrementalAlterConfigsResponse", [
-        f("throttle_time_ms", "int32"),
-        f("responses", "[]AlterConfigsResourceResponse", fields=[
-            f("error_code", "int16"),
-            f("error_message", "string", nullable="0+"),
-            f("resource_type", "int8"),
-            f("resource_name", "string"),
-        ]),
-    ]),
+    response=_alter_configs_response("IncrementalAlterConfigsResponse"),
 )
 IncrementalAlterConfigsRequest = INCREMENTAL_ALTER_CONFIGS.request
 IncrementalAlterConfigsResponse = INCREMENTAL_ALTER_CONFIGS.response

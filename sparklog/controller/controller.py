@@ -248,10 +248,6 @@ class Controller:
             raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
         self._commit([{"type": "config", "topic": name, "configs": dict(configs)}])
 
-    def broker_configs(self, entity: str) -> dict[str, str]:
-        """Dynamic configs of a broker (its id as a string) or, for "", the cluster default."""
-        return dict(self.image.broker_configs.get(entity, {}))
-
     def set_broker_configs(self, entity: str, configs: Mapping[str, str]) -> None:
         """Replace the dynamic configs of ``entity`` (a broker id, or "" for the default)."""
         self._commit([{"type": "broker_config", "entity": entity, "configs": dict(configs)}])

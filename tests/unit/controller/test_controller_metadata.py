@@ -51,9 +51,8 @@ def test_dynamic_broker_configs_survive_reopen_and_snapshot(tmp_path):
     c.set_broker_configs("1", {"log.segment.bytes": "4000"})  # the whole map is replaced
     c.close()
     c2 = _open(tmp_path)
-    assert c2.broker_configs("") == {"log.retention.ms": "1000"}
-    assert c2.broker_configs("1") == {"log.segment.bytes": "4000"}
-    assert c2.broker_configs("2") == {}
+    assert c2.image.broker_configs == {"": {"log.retention.ms": "1000"},
+                                       "1": {"log.segment.bytes": "4000"}}
     c2.set_broker_configs("", {})  # empty: the entity has none left
     assert {"type": "broker_config", "entity": "1", "configs": {"log.segment.bytes": "4000"}} \
         in c2.image.records()

@@ -1,6 +1,6 @@
 """Kafka-format partition logs on disk: segments, indexes, recovery, retention, compaction,
-producer state, leader epochs, and the LogManager that runs them (see DESIGN.md, "Storage
-format"). Knows record batches, nothing of brokers or sockets."""
+producer state, leader epochs, and the LogManager that runs them (see docs/architecture.md,
+"On-disk layout"). Knows record batches, nothing of brokers or sockets."""
 
 from .backend import FileSlice, LocalSegmentStore, RemoteSegmentStore, SegmentStore
 from .log_config import LogConfig

@@ -302,12 +302,16 @@ class KcatMember(Member):
         )
         err_thread = threading.Thread(target=self._read_stderr, daemon=True)
         err_thread.start()
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            p, o, k, v = line.rstrip(b"\n").split(b" ", 3)
-            self.records.append((int(p), int(o), k, v))
-        self.proc.wait(30)
-        err_thread.join(5)
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        try:
+            for line in self.proc.stdout:
+                p, o, k, v = line.rstrip(b"\n").split(b" ", 3)
+                self.records.append((int(p), int(o), k, v))
+            self.proc.wait(30)
+        finally:
+            err_thread.join(5)
+            self.proc.stdout.close()
+            self.proc.stderr.close()
 
     def _read_stderr(self) -> None:
         assert self.proc is not None and self.proc.stderr is not None

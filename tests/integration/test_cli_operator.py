@@ -138,15 +138,15 @@ def test_group_consume_timeout_counts_from_the_assignment_and_leaves(server):
 def test_ctrl_c_during_the_join_leaves_the_group(server):
     t = topic_with(server, b"a\n")
     g = name("g")
-    proc = subprocess.Popen([SPARKLOG, "consume", "--topic", t, "--group", g,
-                             "--bootstrap-server", server.bootstrap_servers],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        wait_for_state(server, g, "PreparingRebalance")  # joined, waiting out the delay
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
-    finally:
-        proc.kill()
+    with subprocess.Popen([SPARKLOG, "consume", "--topic", t, "--group", g,
+                           "--bootstrap-server", server.bootstrap_servers],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        try:
+            wait_for_state(server, g, "PreparingRebalance")  # joined, waiting out the delay
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=30)
+        finally:
+            proc.kill()
     assert proc.returncode == 0 and out == "" and err == "Processed a total of 0 messages\n"
     state = ok(run("groups", "describe", "--group", g, "--state", server=server))
     assert rows(state, g)[0][-2:] == ["Empty", "0"]
@@ -155,16 +155,16 @@ def test_ctrl_c_during_the_join_leaves_the_group(server):
 def test_sigterm_commits_what_was_printed_and_leaves(server):
     t = topic_with(server, b"a\nb\nc\n")
     g = name("g")
-    proc = subprocess.Popen([SPARKLOG, "consume", "--topic", t, "--group", g, "--from-beginning",
-                             "--bootstrap-server", server.bootstrap_servers],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        assert [proc.stdout.readline() for _ in range(3)] == ["a\n", "b\n", "c\n"]
-        proc.send_signal(signal.SIGTERM)
-        _out, err = proc.communicate(timeout=30)
-    finally:
-        proc.kill()
+    with subprocess.Popen([SPARKLOG, "consume", "--topic", t, "--group", g, "--from-beginning",
+                           "--bootstrap-server", server.bootstrap_servers],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        try:
+            assert proc.stdout is not None
+            assert [proc.stdout.readline() for _ in range(3)] == ["a\n", "b\n", "c\n"]
+            proc.send_signal(signal.SIGTERM)
+            _out, err = proc.communicate(timeout=30)
+        finally:
+            proc.kill()
     assert proc.returncode == 0 and err == "Processed a total of 3 messages\n"
     out = ok(run("groups", "describe", "--group", g, server=server))
     assert "has no active members" in out
@@ -208,30 +208,33 @@ def test_groups_describe_offsets_members_state_and_all_groups(server):
         [[g, f"127.0.0.1:{server.port}", "(1)", "-", "Empty", "0"]]
 
     # a live member: --members, --members --verbose, --state, and the offsets' owner column
-    proc = subprocess.Popen([SPARKLOG, "consume", "--topic", t, "--group", g,
-                             "--bootstrap-server", server.bootstrap_servers],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_for_state(server, g, "Stable")
-        members = ok(run("groups", "describe", "--group", g, "--members", server=server))
-        assert members.split("\n")[1].split() == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID",
-                                                  "#PARTITIONS"]
-        (m,) = rows(members, g)
-        assert m[2:] == ["/127.0.0.1", "sparklog-cli", "2"]
-        verbose = ok(run("groups", "describe", "--group", g, "--members", "--verbose",
-                         server=server))
-        assert verbose.split("\n")[1].split() == ["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID",
-                                                  "HOST", "CLIENT-ID", "#PARTITIONS",
-                                                  "ASSIGNMENT"]
-        assert rows(verbose, g) == [[g, m[1], "-", "/127.0.0.1", "sparklog-cli", "2",
-                                     f"{t}(0,1)"]]
-        state = rows(ok(run("groups", "describe", "--group", g, "--state", server=server)), g)
-        assert state[0][3:] == ["range", "Stable", "1"]
-        owned = rows(ok(run("groups", "describe", "--group", g, server=server)), g)
-        assert {r[6] for r in owned} == {m[1]}
-    finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(30)
+    with subprocess.Popen([SPARKLOG, "consume", "--topic", t, "--group", g,
+                           "--bootstrap-server", server.bootstrap_servers],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as proc:
+        try:
+            wait_for_state(server, g, "Stable")
+            members = ok(run("groups", "describe", "--group", g, "--members", server=server))
+            assert members.split("\n")[1].split() == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID",
+                                                      "#PARTITIONS"]
+            (m,) = rows(members, g)
+            assert m[2:] == ["/127.0.0.1", "sparklog-cli", "2"]
+            verbose = ok(run("groups", "describe", "--group", g, "--members", "--verbose",
+                             server=server))
+            assert verbose.split("\n")[1].split() == ["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID",
+                                                      "HOST", "CLIENT-ID", "#PARTITIONS",
+                                                      "ASSIGNMENT"]
+            assert rows(verbose, g) == [[g, m[1], "-", "/127.0.0.1", "sparklog-cli", "2",
+                                         f"{t}(0,1)"]]
+            state = rows(ok(run("groups", "describe", "--group", g, "--state", server=server)), g)
+            assert state[0][3:] == ["range", "Stable", "1"]
+            owned = rows(ok(run("groups", "describe", "--group", g, server=server)), g)
+            assert {r[6] for r in owned} == {m[1]}
+        finally:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(30)
+            finally:
+                proc.kill()
 
 
 # ---------------------------------------------------------------- the rest of section 3

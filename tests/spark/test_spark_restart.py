@@ -69,9 +69,8 @@ def test_sigkill_mid_stream_and_restart(spark, bootstrap, topic_factory, tmp_pat
     child = subprocess.Popen(
         [sys.executable, "-m", "tests.spark.spark_restart_child", bootstrap, t, out, ckpt],
         cwd=str(REPO),
-        stdout=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        text=True,
         start_new_session=True,  # its own process group: the driver JVM dies with it
     )
     try:

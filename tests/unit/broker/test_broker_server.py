@@ -87,7 +87,8 @@ def test_frame_over_limit_closes_only_that_connection():
             w3.write(_frame(b"\x03again-again"))
             await w3.drain()
             assert await _read_frame(r3) == b"\x03again-again"
-            w3.close()
+            for w in (w1, w2, w3):  # the server closed w1 and w2; ours still need closing
+                w.close()
         finally:
             await srv.close()
 
@@ -183,6 +184,7 @@ def test_idle_connections_are_closed_busy_ones_are_not():
             await w2.drain()
             assert await asyncio.wait_for(r1.read(10), 5) == b""  # idle: closed
             assert await _read_frame(r2) == b"\x03long-poll"  # busy past the idle time
+            w1.close()
             w2.close()
         finally:
             await srv.close()
@@ -280,6 +282,7 @@ def test_half_close_answers_parked_requests_at_once():
             assert await _read_frame(r) == b"\x03second-requestE"
             assert await r.read() == b""
             assert len(srv.purgatory) == 0
+            w.close()
         finally:
             await srv.close()
 

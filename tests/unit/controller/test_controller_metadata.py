@@ -107,4 +107,6 @@ def test_leader_change_bumps_epoch(tmp_path):
     p = c.change_leader("t", 0, 1)
     assert p.leader_epoch == 1 and p.partition_epoch == 1
     c.close()
-    assert _open(tmp_path).image.topics["t"].partitions[0].leader_epoch == 1
+    c = _open(tmp_path)
+    assert c.image.topics["t"].partitions[0].leader_epoch == 1
+    c.close()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -111,12 +112,12 @@ def _build(tmp_path, name="c-0"):
 def test_compaction_shrinks_and_keeps_active_segment(tmp_path):
     log, history = _build(tmp_path)
     active_before = log.active_segment
-    active_bytes = open(active_before.log_path, "rb").read()
+    active_bytes = Path(active_before.log_path).read_bytes()
     before = log.size_bytes
     res = clean_log(log, force=True)
     assert res is not None and res.records_removed > 0 and log.size_bytes < before
     assert log.active_segment is active_before
-    assert open(active_before.log_path, "rb").read() == active_bytes
+    assert Path(active_before.log_path).read_bytes() == active_bytes
     _check(log, history, tombstones_dropped=False)
     assert not [n for n in os.listdir(log.directory) if n.endswith((".cleaned", ".swap", ".deleted"))]
     log.close()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -40,9 +41,9 @@ def test_partitions_spread_over_log_dirs_and_checkpoints(tmp_path):
                   "replication-offset-checkpoint", "log-start-offset-checkpoint",
                   ".kafka_cleanshutdown"):
             assert f in names, f
-        props = open(os.path.join(d, "meta.properties")).read()
+        props = Path(d, "meta.properties").read_text()
         assert "cluster.id=c1" in props and "node.id=3" in props and "version=1" in props
-        text = open(os.path.join(d, "replication-offset-checkpoint")).read().splitlines()
+        text = Path(d, "replication-offset-checkpoint").read_text().splitlines()
         assert text[0] == "0" and text[1] == "2" and all(ln.split()[2] == "10" for ln in text[2:])
         assert read_offset_checkpoint(os.path.join(d, "recovery-point-offset-checkpoint")) == {
             ("t", p): 10 for p in range(4) if lm.log_dir_of("t", p) == os.path.abspath(d)}

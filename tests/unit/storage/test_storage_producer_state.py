@@ -4,6 +4,7 @@ stale epochs rejected, state surviving restart (clean and unclean) via snapshots
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -85,7 +86,7 @@ def test_snapshot_file_format_round_trip(tmp_path):
     psm.replay(ProducerBatch(1, 3, 10, 14, 100, 104, 5555))
     psm.replay(ProducerBatch(2, 0, 0, 0, 105, 105, 6666))
     path = psm.take_snapshot(106)
-    data = open(path, "rb").read()
+    data = Path(path).read_bytes()
     assert len(data) == 2 + 4 + 4 + 2 * 46 and data[:2] == b"\x00\x01"
     again = ProducerStateManager(str(tmp_path))
     assert again.truncate_and_reload(0, 106) == 106

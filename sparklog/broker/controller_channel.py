@@ -1,8 +1,9 @@
 """The broker's one way to the controller: the writes it asks for and the records it gets back.
 
-DESIGN.md: the broker talks to the controller through a channel, never by importing it.
-Writes (registration, topic changes, configs, producer-id blocks) go through the methods
-below; the controller answers a write only after the change is durable and published.
+The broker talks to the controller through a channel, never by importing it (see
+docs/architecture.md, "Layers"). Writes (registration, topic changes, configs, producer-id
+blocks) go through the methods below; the controller answers a write only after the change
+is durable and published.
 Reads never come here: the broker loads ``metadata_records()`` into its ``MetadataCache``
 when it starts and applies every batch the controller publishes to its listeners, and
 handlers read the cache. The embedded single node hands the ``Controller`` itself over as

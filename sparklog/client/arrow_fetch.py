@@ -241,8 +241,8 @@ class ArrowFetcher(SyncClient):
                             err = OffsetOutOfRangeError(
                                 f"{tp.topic}-{tp.partition}: offset {start} is out of range "
                                 f"[{p.log_start_offset}, {p.high_watermark})")
-                            err.log_start_offset = p.log_start_offset  # type: ignore[attr-defined]
-                            err.high_watermark = p.high_watermark  # type: ignore[attr-defined]
+                            err.log_start_offset = p.log_start_offset
+                            err.high_watermark = p.high_watermark
                             out[tp] = err
                         elif p.error_code:
                             err = error_for_code(p.error_code, f"fetch {tp.topic}-{tp.partition}: "

@@ -263,6 +263,10 @@ class RecordBatchTooLargeError(KafkaError):
 
 class OffsetOutOfRangeError(KafkaError):
     error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+    # The partition's bounds, when the response that refused the offset carried them
+    # (a Fetch does); None otherwise.
+    log_start_offset: int | None = None
+    high_watermark: int | None = None
 
 
 class UnsupportedVersionError(KafkaError):

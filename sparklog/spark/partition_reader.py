@@ -144,7 +144,7 @@ def _skip_lost(
 ) -> int:
     """Where to go on after ``pos`` fell below the log start (or raise, per
     ``failOnDataLoss``)."""
-    log_start = getattr(err, "log_start_offset", None)
+    log_start = err.log_start_offset
     if log_start is None or log_start < 0:
         log_start = _log_start(conf, r.topic, r.partition, options.isolation_level)
     if log_start <= pos:

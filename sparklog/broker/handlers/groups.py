@@ -2,7 +2,10 @@
 
 Thin translations between wire messages and ``GroupCoordinator`` calls; all semantics
 live in the coordinator (``sparklog.broker.group``). While the broker has no coordinator
-(not started, or stopping) every request is answered COORDINATOR_NOT_AVAILABLE. Version
+(not started, or stopping) every request is answered COORDINATOR_NOT_AVAILABLE: by
+``_coordinator`` raising it where the response has one top-level error code (the dispatcher
+answers it with the schema's defaults elsewhere, as Kafka's ``getErrorResponse`` does), per
+group or partition where the response has no other place for it. Version
 ranges are the ones measured to work with confluent-kafka, kafka-python, aiokafka and kcat
 (research/kafka-protocol-clients.md).
 """
@@ -10,9 +13,10 @@ ranges are the ones measured to work with confluent-kafka, kafka-python, aiokafk
 from __future__ import annotations
 
 from sparklog.broker.dispatch import RequestContext, api_spec, register
+from sparklog.broker.group.coordinator import GroupCoordinator
 from sparklog.broker.group.records import NO_LEADER_EPOCH, OffsetAndMetadata
 from sparklog.protocol.api_keys import ApiKey
-from sparklog.protocol.errors import ErrorCode
+from sparklog.protocol.errors import CoordinatorNotAvailableError, ErrorCode
 from sparklog.protocol.schema import Message, TopLevel
 
 INT32_MIN = -(1 << 31)
@@ -27,6 +31,14 @@ def _host(ctx: RequestContext) -> str:
 
 def _resp(api_key: int) -> type[TopLevel]:
     return api_spec(api_key).response
+
+
+def _coordinator(ctx: RequestContext) -> GroupCoordinator:
+    """The broker's group coordinator, or COORDINATOR_NOT_AVAILABLE while it has none."""
+    gc = ctx.broker.group_coordinator
+    if gc is None:
+        raise CoordinatorNotAvailableError("this broker has no group coordinator running")
+    return gc
 
 
 # --------------------------------------------------------------------------- FindCoordinator
@@ -94,9 +106,7 @@ async def handle_join_group(ctx: RequestContext, request: TopLevel) -> TopLevel:
 @register(ApiKey.SYNC_GROUP, 0, 5)
 async def handle_sync_group(ctx: RequestContext, request: TopLevel) -> TopLevel:
     cls = _resp(ApiKey.SYNC_GROUP)
-    gc = ctx.broker.group_coordinator
-    if gc is None:
-        return cls(error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE), assignment=b"")
+    gc = _coordinator(ctx)
     res = await gc.sync_group(
         request.group_id, request.generation_id, request.member_id, request.group_instance_id,
         {a.member_id: bytes(a.assignment) for a in request.assignments},
@@ -110,9 +120,7 @@ async def handle_sync_group(ctx: RequestContext, request: TopLevel) -> TopLevel:
 @register(ApiKey.HEARTBEAT, 0, 4)
 async def handle_heartbeat(ctx: RequestContext, request: TopLevel) -> TopLevel:
     cls = _resp(ApiKey.HEARTBEAT)
-    gc = ctx.broker.group_coordinator
-    if gc is None:
-        return cls(error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE))
+    gc = _coordinator(ctx)
     err = gc.heartbeat(request.group_id, request.generation_id, request.member_id,
                        request.group_instance_id)
     return cls(throttle_time_ms=0, error_code=int(err))
@@ -122,9 +130,7 @@ async def handle_heartbeat(ctx: RequestContext, request: TopLevel) -> TopLevel:
 @register(ApiKey.LEAVE_GROUP, 0, 4)
 async def handle_leave_group(ctx: RequestContext, request: TopLevel) -> TopLevel:
     cls = _resp(ApiKey.LEAVE_GROUP)
-    gc = ctx.broker.group_coordinator
-    if gc is None:
-        return cls(error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE))
+    gc = _coordinator(ctx)
     if ctx.api_version < 3:
         members: list[tuple[str, str | None]] = [(request.member_id, None)]
     else:
@@ -212,9 +218,7 @@ async def handle_offset_fetch(ctx: RequestContext, request: TopLevel) -> TopLeve
 @register(ApiKey.LIST_GROUPS, 0, 4)
 async def handle_list_groups(ctx: RequestContext, request: TopLevel) -> TopLevel:
     cls = _resp(ApiKey.LIST_GROUPS)
-    gc = ctx.broker.group_coordinator
-    if gc is None:
-        return cls(error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE), groups=[])
+    gc = _coordinator(ctx)
     states = request.states_filter or None
     Listed = cls.ListedGroup
     return cls(throttle_time_ms=0, error_code=int(ErrorCode.NONE), groups=[

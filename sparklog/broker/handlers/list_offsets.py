@@ -8,9 +8,10 @@ unknown special values get a per-partition error; the connection is never droppe
 from __future__ import annotations
 
 from sparklog.broker.dispatch import RequestContext, api_spec, register
+from sparklog.broker.handlers.per_partition import answer_partitions
 from sparklog.protocol.api_keys import ApiKey
-from sparklog.protocol.errors import InvalidRequestError, KafkaError
-from sparklog.protocol.schema import TopLevel
+from sparklog.protocol.errors import InvalidRequestError
+from sparklog.protocol.schema import Message, TopLevel
 from sparklog.storage.partition_log import PartitionLog
 
 LATEST = -1
@@ -47,18 +48,14 @@ async def handle_list_offsets(ctx: RequestContext, request: TopLevel) -> TopLeve
     TopicResp, PartResp = resp_cls.ListOffsetsTopicResponse, resp_cls.ListOffsetsPartitionResponse
     rm = ctx.broker.replica_manager
     follower = request.replica_id >= 0
-    isolation = request.isolation_level
-    topics = []
-    for t in request.topics:
-        parts = []
-        for r in t.partitions:
-            try:
-                p = rm.leader_partition(t.name, r.partition_index, r.current_leader_epoch)
-                ts, off, epoch = lookup_offset(p.log, r.timestamp, isolation, follower)
-                parts.append(PartResp(partition_index=r.partition_index, error_code=0,
-                                      timestamp=ts, offset=off, leader_epoch=epoch))
-            except KafkaError as exc:
-                parts.append(PartResp(partition_index=r.partition_index,
-                                      error_code=int(exc.error_code)))
-        topics.append(TopicResp(name=t.name, partitions=parts))
-    return resp_cls(throttle_time_ms=0, topics=topics)
+
+    def answer(t: Message, r: Message) -> Message:
+        p = rm.leader_partition(t.name, r.partition_index, r.current_leader_epoch)
+        ts, off, epoch = lookup_offset(p.log, r.timestamp, request.isolation_level, follower)
+        return PartResp(partition_index=r.partition_index, error_code=0, timestamp=ts,
+                        offset=off, leader_epoch=epoch)
+
+    return resp_cls(throttle_time_ms=0, topics=answer_partitions(
+        request.topics, answer,
+        lambda r, exc: PartResp(partition_index=r.partition_index, error_code=int(exc.error_code)),
+        lambda t, parts: TopicResp(name=t.name, partitions=parts)))

@@ -1,9 +1,10 @@
 """What every client subcommand shares: ``--bootstrap-server``, client properties,
-``--verbose``, and the client configuration built from them."""
+``--verbose``, the client configuration built from them, and the one-call admin change."""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from sparklog.cli.arguments import bootstrap_servers, key_value
@@ -11,8 +12,9 @@ from sparklog.cli.errors import CliError
 
 if TYPE_CHECKING:
     from sparklog.client import AdminClient
+    from sparklog.protocol.errors import KafkaError
 
-__all__ = ["add_common", "add_verbose", "client_config", "admin_client"]
+__all__ = ["add_common", "add_verbose", "client_config", "admin_client", "admin_change"]
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
@@ -60,3 +62,20 @@ def admin_client(args: argparse.Namespace) -> AdminClient:
     from sparklog.client import AdminClient
 
     return AdminClient(client_config(args))
+
+
+def admin_change(args: argparse.Namespace, change: Callable[[AdminClient], object], *,
+                 refused: type[KafkaError], error: CliError, tolerated: bool, done: str) -> int:
+    """One admin call that changes the cluster (create or delete a topic, delete a group),
+    reported as Kafka's tools do: ``done`` on success; ``refused`` (the topic exists, the
+    group does not) is ``error``, or a silent success when ``tolerated`` (``--if-exists``,
+    ``--if-not-exists``)."""
+    with admin_client(args) as admin:
+        try:
+            change(admin)
+        except refused:
+            if tolerated:
+                return 0
+            raise error from None
+        print(done)
+    return 0

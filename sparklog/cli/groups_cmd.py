@@ -11,7 +11,7 @@ import argparse
 import datetime as dt
 from typing import TYPE_CHECKING, Any
 
-from sparklog.cli.client_common import add_common, admin_client
+from sparklog.cli.client_common import add_common, admin_change, admin_client
 from sparklog.cli.errors import CliError, UsageError, warn, wrap
 
 if TYPE_CHECKING:
@@ -310,10 +310,7 @@ def _reset(args: argparse.Namespace) -> int:
 def _delete(args: argparse.Namespace) -> int:
     from sparklog.protocol.errors import GroupIdNotFoundError
 
-    with admin_client(args) as admin:
-        try:
-            admin.delete_groups([args.group])
-        except GroupIdNotFoundError:
-            raise _no_such_group(args.group) from None
-        print(f"Deletion of requested consumer groups ('{args.group}') was successful.")
-    return 0
+    return admin_change(
+        args, lambda admin: admin.delete_groups([args.group]), refused=GroupIdNotFoundError,
+        error=_no_such_group(args.group), tolerated=False,
+        done=f"Deletion of requested consumer groups ('{args.group}') was successful.")

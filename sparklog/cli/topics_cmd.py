@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from sparklog.cli.arguments import key_value, topic_name
-from sparklog.cli.client_common import add_common, admin_client
+from sparklog.cli.client_common import add_common, admin_change, admin_client
 from sparklog.cli.errors import CliError, UsageError, no_such_topic, wrap
 
 __all__ = ["add_parser"]
@@ -74,20 +74,13 @@ def _create(args: argparse.Namespace) -> int:
     from sparklog.client import NewTopic
     from sparklog.protocol.errors import TopicAlreadyExistsError
 
-    configs = dict(args.config)
-    with admin_client(args) as admin:
-        try:
-            admin.create_topics([NewTopic(args.topic,
-                                          args.partitions if args.partitions is not None else -1,
-                                          args.replication_factor
-                                          if args.replication_factor is not None else -1,
-                                          configs)])
-        except TopicAlreadyExistsError:
-            if args.if_not_exists:
-                return 0
-            raise CliError(f"Topic '{args.topic}' already exists.") from None
-        print(f"Created topic {args.topic}.")
-    return 0
+    topic = NewTopic(args.topic, args.partitions if args.partitions is not None else -1,
+                     args.replication_factor if args.replication_factor is not None else -1,
+                     dict(args.config))
+    return admin_change(args, lambda admin: admin.create_topics([topic]),
+                        refused=TopicAlreadyExistsError,
+                        error=CliError(f"Topic '{args.topic}' already exists."),
+                        tolerated=args.if_not_exists, done=f"Created topic {args.topic}.")
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -158,12 +151,6 @@ def _alter(args: argparse.Namespace) -> int:
 def _delete(args: argparse.Namespace) -> int:
     from sparklog.protocol.errors import UnknownTopicOrPartitionError
 
-    with admin_client(args) as admin:
-        try:
-            admin.delete_topics([args.topic])
-        except UnknownTopicOrPartitionError:
-            if args.if_exists:
-                return 0
-            raise no_such_topic(args.topic) from None
-        print(f"Deleted topic {args.topic}.")
-    return 0
+    return admin_change(args, lambda admin: admin.delete_topics([args.topic]),
+                        refused=UnknownTopicOrPartitionError, error=no_such_topic(args.topic),
+                        tolerated=args.if_exists, done=f"Deleted topic {args.topic}.")

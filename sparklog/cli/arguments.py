@@ -7,12 +7,13 @@ need are imported when a value is checked: ``--help`` and ``dump-log`` stay fast
 from __future__ import annotations
 
 import argparse
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from sparklog.cli.errors import USAGE_EXIT, print_error
 from sparklog.protocol.errors import InvalidTopicError
 
-__all__ = ["CliParser", "port_number", "bootstrap_servers", "topic_name", "key_value"]
+__all__ = ["CliParser", "action_parsers", "port_number", "bootstrap_servers", "topic_name",
+           "key_value"]
 
 
 class CliParser(argparse.ArgumentParser):
@@ -22,6 +23,17 @@ class CliParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         print_error(f"{message}; see '{self.prog} --help'")
         raise SystemExit(USAGE_EXIT)
+
+
+def action_parsers(subparsers: Any, name: str, *, help: str, description: str
+                   ) -> tuple[argparse.ArgumentParser, Any]:
+    """The parser of a command that takes an ACTION first (``topics create``, ``groups
+    list``, ``perf produce``) and its actions' subparsers: a command without its action is a
+    usage error."""
+    p = subparsers.add_parser(name, help=help, description=description)
+    actions = p.add_subparsers(dest=f"{name}_action", metavar="ACTION")
+    actions.required = True
+    return p, actions
 
 
 def port_number(text: str) -> int:

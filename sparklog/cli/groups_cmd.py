@@ -11,6 +11,7 @@ import argparse
 import datetime as dt
 from typing import TYPE_CHECKING, Any
 
+from sparklog.cli.arguments import action_parsers
 from sparklog.cli.client_common import add_common, admin_change, admin_client
 from sparklog.cli.errors import CliError, UsageError, warn, wrap
 
@@ -30,10 +31,8 @@ STATE_COLUMNS = ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("groups", help="list, describe, reset or delete consumer groups",
-                              description="Manage consumer groups (like kafka-consumer-groups.sh).")
-    sub = p.add_subparsers(dest="groups_action", metavar="ACTION")
-    sub.required = True
+    p, sub = action_parsers(subparsers, "groups", help="list, describe, reset or delete consumer groups",
+                           description="Manage consumer groups (like kafka-consumer-groups.sh).")
 
     ls = sub.add_parser("list", help="list group ids")
     add_common(ls)

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from sparklog.cli.arguments import key_value, topic_name
+from sparklog.cli.arguments import action_parsers, key_value, topic_name
 from sparklog.cli.client_common import add_common, client_config
 from sparklog.cli.errors import CliError, UsageError, warn, wrap
 
@@ -38,11 +38,9 @@ CONSUMER_DETAILED_COLUMNS = ["time", "threadId", *_CONSUMER_RATES]
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("perf", help="producer / consumer load tests",
-                              description="Load tests (like kafka-producer-perf-test.sh and "
-                                          "kafka-consumer-perf-test.sh).")
-    sub = p.add_subparsers(dest="perf_action", metavar="ACTION")
-    sub.required = True
+    p, sub = action_parsers(subparsers, "perf", help="producer / consumer load tests",
+                           description="Load tests (like kafka-producer-perf-test.sh and "
+                                        "kafka-consumer-perf-test.sh).")
 
     pp = sub.add_parser("produce", help="producer load test")
     add_common(pp)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from sparklog.cli.arguments import key_value, topic_name
+from sparklog.cli.arguments import action_parsers, key_value, topic_name
 from sparklog.cli.client_common import add_common, admin_change, admin_client
 from sparklog.cli.errors import CliError, UsageError, no_such_topic, wrap
 
@@ -15,10 +15,8 @@ _CONFIG_HELP = "topic config override, e.g. retention.ms=86400000 (repeatable)"
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("topics", help="create, list, describe, alter, delete topics",
-                              description="Manage topics (like kafka-topics.sh).")
-    sub = p.add_subparsers(dest="topics_action", metavar="ACTION")
-    sub.required = True
+    p, sub = action_parsers(subparsers, "topics", help="create, list, describe, alter, delete topics",
+                           description="Manage topics (like kafka-topics.sh).")
 
     c = sub.add_parser("create", help="create a topic")
     add_common(c)

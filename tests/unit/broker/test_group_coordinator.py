@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
+from sparklog.broker.config import BrokerConfig
 from sparklog.broker.group.config import CoordinatorConfig
 from sparklog.broker.group.coordinator import GroupCoordinator
 from sparklog.broker.group.model import GroupState, JoinResult
@@ -70,8 +71,8 @@ def make(delay_ms: int = 0, store: GroupStore | None = None,
          clock: FakeClock | None = None) -> tuple[GroupCoordinator, FakeClock]:
     """A coordinator that has loaded every partition of ``store``, as a started broker's."""
     clock = clock or FakeClock()
-    cfg = CoordinatorConfig(group_initial_rebalance_delay_ms=delay_ms,
-                            offsets_topic_num_partitions=5)
+    cfg = CoordinatorConfig.from_broker_config(BrokerConfig({
+        "group.initial.rebalance.delay.ms": str(delay_ms), "offsets.topic.num.partitions": "5"}))
     gc = GroupCoordinator(cfg, store or GroupStore(MemoryRecordLog(), 5), clock)
     gc.load_all_partitions()
     return gc, clock

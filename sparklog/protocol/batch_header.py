@@ -15,6 +15,9 @@ Attributes: bits 0-2 codec, 3 timestamp type (log-append time), 4 transactional,
 
 What is here, by use:
 
+* ``HeaderFields``: the thirteen fields' names, in wire order, and what they mean (attribute
+  bits, last offset, last sequence); with ``HEADER``'s format, the one declaration of the
+  layout: the field offsets and every class carrying a header follow from them.
 * ``HEADER`` / ``read_header`` / ``BatchHeader``: all thirteen fields in one struct call,
   for loops that look at every batch (validation, scans, decoding).
 * ``BatchView``: a read-only view of one batch inside a larger buffer; fields are read
@@ -42,9 +45,9 @@ from __future__ import annotations
 
 import functools
 import struct
+from collections import namedtuple
 from collections.abc import Callable, Iterator
 from enum import IntEnum
-from typing import NamedTuple
 
 from crc32c import crc32c
 
@@ -90,7 +93,8 @@ __all__ = [
     "TimestampType",
     "BatchHeader",
     "BatchView",
-    "DerivedFields",
+    "HEADER_FIELDS",
+    "HeaderFields",
     "batch_size",
     "byte_view",
     "increment_sequence",
@@ -111,20 +115,18 @@ LOG_OVERHEAD = 12  # baseOffset + batchLength: the bytes batchLength does not co
 MIN_BATCH_LENGTH = BATCH_HEADER_SIZE - LOG_OVERHEAD  # 49: a header with no records
 MAGIC_V2 = 2
 
-# field offsets inside a batch
-BASE_OFFSET_OFFSET = 0
-BATCH_LENGTH_OFFSET = 8
-PARTITION_LEADER_EPOCH_OFFSET = 12
-MAGIC_OFFSET = 16
-CRC_OFFSET = 17
-ATTRIBUTES_OFFSET = 21  # also where the CRC range starts
-LAST_OFFSET_DELTA_OFFSET = 23
-BASE_TIMESTAMP_OFFSET = 27
-MAX_TIMESTAMP_OFFSET = 35
-PRODUCER_ID_OFFSET = 43
-PRODUCER_EPOCH_OFFSET = 51
-BASE_SEQUENCE_OFFSET = 53
-RECORD_COUNT_OFFSET = 57
+# the whole header in one call; field order as in HeaderFields
+HEADER = struct.Struct(">qiibIhiqqqhii")
+assert HEADER.size == BATCH_HEADER_SIZE
+_FIELD_CODES = HEADER.format[1:]
+_FIELD_OFFSETS = tuple(struct.calcsize(">" + _FIELD_CODES[:i]) for i in range(len(_FIELD_CODES)))
+
+# field offsets inside a batch (0, 8, 12, 16, 17, 21, ... as drawn above)
+(BASE_OFFSET_OFFSET, BATCH_LENGTH_OFFSET, PARTITION_LEADER_EPOCH_OFFSET, MAGIC_OFFSET,
+ CRC_OFFSET, ATTRIBUTES_OFFSET, LAST_OFFSET_DELTA_OFFSET, BASE_TIMESTAMP_OFFSET,
+ MAX_TIMESTAMP_OFFSET, PRODUCER_ID_OFFSET, PRODUCER_EPOCH_OFFSET, BASE_SEQUENCE_OFFSET,
+ RECORD_COUNT_OFFSET) = _FIELD_OFFSETS
+# ATTRIBUTES_OFFSET is also where the CRC range starts
 RECORDS_OFFSET = BATCH_HEADER_SIZE
 
 COMPRESSION_MASK = 0x07
@@ -139,10 +141,6 @@ NO_SEQUENCE = -1
 NO_PARTITION_LEADER_EPOCH = -1
 NO_TIMESTAMP = -1
 
-# the whole header in one call; field order as in BatchHeader
-HEADER = struct.Struct(">qiibIhiqqqhii")
-assert HEADER.size == BATCH_HEADER_SIZE
-_U8 = struct.Struct(">B")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
@@ -196,18 +194,30 @@ def make_attributes(
 # ----------------------------------------------------------------------------- snapshot
 
 
-class DerivedFields:
-    """What the raw fields mean (attribute bits, last offset, last sequence), defined once
-    for every class that carries a header: ``BatchHeader``, ``BatchView`` and the decoded
-    ``records.RecordBatch`` provide ``attributes``, ``base_offset``, ``last_offset_delta``,
-    ``base_timestamp`` and ``base_sequence``."""
+class HeaderFields:
+    """The header's fields, in wire order (``HEADER`` packs them so), and what they mean:
+    declared once for every class that carries a header. ``BatchHeader`` holds the fields
+    in a tuple, ``BatchView`` reads each from the batch's bytes, and the decoded
+    ``records.RecordBatch`` from its ``BatchHeader``."""
 
     __slots__ = ()
-    attributes: int
     base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
     last_offset_delta: int
     base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
     base_sequence: int
+    record_count: int
+
+    @property
+    def size(self) -> int:
+        return LOG_OVERHEAD + self.batch_length
 
     @property
     def compression(self) -> int:
@@ -254,30 +264,14 @@ class DerivedFields:
         return increment_sequence(base, self.last_offset_delta)
 
 
-class _HeaderTuple(NamedTuple):
-    base_offset: int
-    batch_length: int
-    partition_leader_epoch: int
-    magic: int
-    crc: int
-    attributes: int
-    last_offset_delta: int
-    base_timestamp: int
-    max_timestamp: int
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    record_count: int
+HEADER_FIELDS: tuple[str, ...] = tuple(HeaderFields.__annotations__)
+assert len(HEADER_FIELDS) == len(_FIELD_CODES)
 
 
-class BatchHeader(_HeaderTuple, DerivedFields):
+class BatchHeader(namedtuple("_HeaderTuple", HEADER_FIELDS), HeaderFields):
     """All header fields of one batch, as ``HEADER`` unpacks them (same order)."""
 
     __slots__ = ()
-
-    @property
-    def size(self) -> int:
-        return LOG_OVERHEAD + self.batch_length
 
 
 _make_header = functools.partial(tuple.__new__, BatchHeader)  # BatchHeader._make, minus a frame
@@ -315,7 +309,7 @@ def _field(fmt: struct.Struct, offset: int) -> property:
     return property(read)
 
 
-class BatchView(DerivedFields):
+class BatchView(HeaderFields):
     """Read-only view of ONE batch inside a larger buffer; nothing is copied.
 
     Fields are read lazily from the buffer, so a view stays correct after the stamping
@@ -367,23 +361,7 @@ class BatchView(DerivedFields):
         """Every header field at once (one struct call)."""
         return read_header(self._buf, self._pos)
 
-    # -- header fields, read from the buffer on every access
-    base_offset = _field(_I64, BASE_OFFSET_OFFSET)
-    partition_leader_epoch = _field(_I32, PARTITION_LEADER_EPOCH_OFFSET)
-    magic = _field(_U8, MAGIC_OFFSET)
-    crc = _field(_U32, CRC_OFFSET)
-    attributes = _field(_I16, ATTRIBUTES_OFFSET)
-    last_offset_delta = _field(_I32, LAST_OFFSET_DELTA_OFFSET)
-    base_timestamp = _field(_I64, BASE_TIMESTAMP_OFFSET)
-    max_timestamp = _field(_I64, MAX_TIMESTAMP_OFFSET)
-    producer_id = _field(_I64, PRODUCER_ID_OFFSET)
-    producer_epoch = _field(_I16, PRODUCER_EPOCH_OFFSET)
-    base_sequence = _field(_I32, BASE_SEQUENCE_OFFSET)
-    record_count = _field(_I32, RECORD_COUNT_OFFSET)
-
-    @property
-    def batch_length(self) -> int:
-        return self._size - LOG_OVERHEAD
+    # -- header fields (HeaderFields'), read from the buffer on every access: set below
 
     @property
     def size(self) -> int:
@@ -436,6 +414,10 @@ class BatchView(DerivedFields):
             f"{self.last_offset_delta}, count={self.record_count}, size={self._size}, "
             f"compression={self.compression}, attrs={self.attributes:#x})"
         )
+
+
+for _name, _code, _offset in zip(HEADER_FIELDS, _FIELD_CODES, _FIELD_OFFSETS, strict=True):
+    setattr(BatchView, _name, _field(struct.Struct(">" + _code), _offset))
 
 
 def iter_batch_views(

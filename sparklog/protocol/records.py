@@ -18,19 +18,22 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from .batch_header import (
     BATCH_HEADER_SIZE,
     COMPRESSION_MASK,
+    HEADER_FIELDS,
     NO_PARTITION_LEADER_EPOCH,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     NO_SEQUENCE,
     NO_TIMESTAMP,
+    BatchHeader,
     BatchView,
     Buffer,
     Compression,
-    DerivedFields,
+    HeaderFields,
     TimestampType,
     iter_batch_views,
     make_attributes,
@@ -72,27 +75,28 @@ class Record:
     offset_delta: int | None = None
 
 
-@dataclass(slots=True)
-class RecordBatch(DerivedFields):
-    """A decoded batch: its header fields and its records (``DerivedFields`` gives the
-    attribute bits, last offset and last sequence, as for ``BatchView``)."""
+class RecordBatch(HeaderFields):
+    """A decoded batch: its header as read, whose fields it shows as its own (``HeaderFields``:
+    ``batch.base_offset`` is ``batch.header.base_offset``), and its records; ``decode_batch``
+    checked that the header's recordCount is ``len(records)``."""
 
-    base_offset: int
-    partition_leader_epoch: int
-    attributes: int
-    last_offset_delta: int
-    base_timestamp: int
-    max_timestamp: int
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    records: list[Record]
-    crc: int = 0
-    size: int = 0
+    __slots__ = ("header", "records")
 
-    @property
-    def record_count(self) -> int:
-        return len(self.records)
+    def __init__(self, header: BatchHeader, records: list[Record]) -> None:
+        self.header = header
+        self.records = records
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, RecordBatch):
+            return NotImplemented
+        return self.header == other.header and self.records == other.records
+
+    def __repr__(self) -> str:
+        return f"RecordBatch({self.header!r}, records={self.records!r})"
+
+
+for _name in HEADER_FIELDS:
+    setattr(RecordBatch, _name, property(attrgetter("header." + _name)))
 
 
 # zigzag varints of small values, precomputed: encoding is dominated by these calls
@@ -387,11 +391,7 @@ def _decode_view(view: BatchView) -> RecordBatch:
             raise InvalidRecordError(
                 f"record offset delta {r.offset_delta} beyond lastOffsetDelta {lod}"
             )
-    return RecordBatch(
-        h.base_offset, h.partition_leader_epoch, h.attributes, lod, h.base_timestamp,
-        h.max_timestamp, h.producer_id, h.producer_epoch, h.base_sequence, records, h.crc,
-        view.size,
-    )
+    return RecordBatch(h, records)
 
 
 def decode_batches(

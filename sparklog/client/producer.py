@@ -38,7 +38,6 @@ from sparklog.protocol.errors import (
     ErrorCode,
     KafkaError,
     SparklogError,
-    UnsupportedVersionError,
     error_for_code,
 )
 from sparklog.protocol.messages.produce import ProduceRequest
@@ -672,5 +671,3 @@ def _norm_headers(headers: Any) -> list[tuple[str, bytes | None]]:
         out.append((k.decode() if isinstance(k, bytes) else str(k), v))
     return out
 
-
-_ = UnsupportedVersionError  # re-exported error types used by callers

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from sparklog.broker.group.records import OffsetAndMetadata
+from sparklog.broker.group.records import MemberInfo, OffsetAndMetadata
 from sparklog.protocol.errors import ErrorCode
 
 UNKNOWN_MEMBER_ID = ""
@@ -104,13 +104,11 @@ class GroupDescription:
 
 
 @dataclass(eq=False)
-class Member:
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    rebalance_timeout_ms: int
-    session_timeout_ms: int
+class Member(MemberInfo):
+    """A member the coordinator serves: ``MemberInfo`` with the protocols it offers, its
+    assignment, and its blocked JoinGroup/SyncGroup and session timer (equal only to
+    itself)."""
+
     protocol_type: str
     protocols: list[tuple[str, bytes]]
     assignment: bytes = b""

@@ -74,14 +74,25 @@ class OffsetAndMetadata:
     expire_timestamp: int | None = None
 
 
-@dataclass(frozen=True)
-class MemberRecord:
+@dataclass(eq=False)
+class MemberInfo:
+    """Who a member is and the timeouts it asked for: what a group's metadata record keeps
+    of each member (``MemberRecord``) and the start of the coordinator's live
+    ``model.Member``, declared once for both (so neither is frozen: the live one changes)."""
+
     member_id: str
     group_instance_id: str | None
     client_id: str
     client_host: str
     rebalance_timeout_ms: int
     session_timeout_ms: int
+
+
+@dataclass
+class MemberRecord(MemberInfo):
+    """A member as ``__consumer_offsets`` keeps it: its subscription to the group's
+    protocol and its assignment."""
+
     subscription: bytes
     assignment: bytes
 

@@ -24,10 +24,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import InputPartition
 
 from sparklog.spark.offsets import TopicPartitionKey
+
+if TYPE_CHECKING:
+    from sparklog.spark.options import SourceOptions
 
 __all__ = ["OffsetRange", "RangeGroup", "group_ranges", "plan_ranges", "plan_tasks", "split_range"]
 
@@ -166,23 +170,21 @@ def group_ranges(
 def plan_tasks(
     start: Mapping[TopicPartitionKey, int],
     end: Mapping[TopicPartitionKey, int],
-    *,
-    min_partitions: int | None = None,
-    max_records_per_partition: int | None = None,
-    min_records_per_partition: int = 1,
+    options: SourceOptions,
     leaders: Mapping[TopicPartitionKey, str] | None = None,
 ) -> list[OffsetRange | RangeGroup]:
-    """``plan_ranges``, then ``group_ranges``: the input partitions of one read."""
+    """The input partitions of one read: ``plan_ranges``, then ``group_ranges``, as the
+    read's minPartitions, maxRecordsPerPartition and minRecordsPerPartition say."""
     ranges = plan_ranges(
         start,
         end,
-        min_partitions=min_partitions,
-        max_records_per_partition=max_records_per_partition,
+        min_partitions=options.min_partitions,
+        max_records_per_partition=options.max_records_per_partition,
         leaders=leaders,
     )
     return group_ranges(
         ranges,
-        min_records=min_records_per_partition,
-        max_records=max_records_per_partition,
-        min_tasks=min_partitions,
+        min_records=options.min_records_per_partition,
+        max_records=options.max_records_per_partition,
+        min_tasks=options.min_partitions,
     )

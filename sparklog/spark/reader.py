@@ -81,15 +81,7 @@ def _plan_tasks(
     offsets: OffsetReader, start: PartitionOffsets, end: PartitionOffsets
 ) -> list[OffsetRange | RangeGroup]:
     """The executor tasks of a read: ranges grouped by size and by their leader's host."""
-    options = offsets.options
-    return plan_tasks(
-        start,
-        end,
-        min_partitions=options.min_partitions,
-        max_records_per_partition=options.max_records_per_partition,
-        min_records_per_partition=options.min_records_per_partition,
-        leaders=offsets.leader_hosts({tp[0] for tp in end}),
-    )
+    return plan_tasks(start, end, offsets.options, offsets.leader_hosts({tp[0] for tp in end}))
 
 
 def _read_task(

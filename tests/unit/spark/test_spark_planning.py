@@ -8,6 +8,7 @@ import pytest
 from sparklog.spark.admission import MinOffsetsGate, admit_bytes, backlog, rate_limit
 from sparklog.spark.dataloss import DataLossError, report_data_loss
 from sparklog.spark.offsets import from_json_dict, to_json_dict
+from sparklog.spark.options import SourceOptions, Subscription
 from sparklog.spark.planning import (
     OffsetRange,
     RangeGroup,
@@ -115,20 +116,27 @@ def test_group_ranges_keeps_min_partitions():
     assert len(tasks) == 4 and all(t.size == 20 for t in tasks)
 
 
+def _read(**planning: int) -> SourceOptions:
+    """A read's options with only the planning knobs given."""
+    return SourceOptions("127.0.0.1:9092", Subscription("subscribe", ("t",)), None, None,
+                         **planning)
+
+
 def test_plan_tasks_500_partitions_follow_the_data():
     start = {("t", p): 0 for p in range(500)}
     end = {("t", p): 1000 for p in range(500)}
-    tasks = plan_tasks(start, end, min_records_per_partition=250_000)
+    tasks = plan_tasks(start, end, _read(min_records_per_partition=250_000))
     assert len(tasks) == 2 and [t.size for t in tasks] == [250_000, 250_000]
     assert _ranges_of(tasks) == plan_ranges(start, end)
     # big partitions keep one task each; maxRecordsPerPartition still splits them
     big = {("t", p): 300_000 for p in range(2)}
     two = {("t", p): 0 for p in range(2)}
-    assert plan_tasks(two, big, min_records_per_partition=250_000) == plan_ranges(two, big)
-    split = plan_tasks(two, big, max_records_per_partition=100_000, min_records_per_partition=250_000)
+    assert plan_tasks(two, big, _read(min_records_per_partition=250_000)) == plan_ranges(two, big)
+    split = plan_tasks(two, big, _read(max_records_per_partition=100_000,
+                                       min_records_per_partition=250_000))
     assert len(split) == 6 and all(isinstance(t, OffsetRange) for t in split)
     # minPartitions: at least that many tasks, every offset once
-    tasks = plan_tasks(start, end, min_partitions=10, min_records_per_partition=250_000)
+    tasks = plan_tasks(start, end, _read(min_partitions=10, min_records_per_partition=250_000))
     assert len(tasks) >= 10 and sum(t.size for t in tasks) == 500_000
     assert sorted((r.partition, r.start) for r in _ranges_of(tasks)) == [
         (p, 0) for p in range(500)
@@ -139,18 +147,18 @@ def test_plan_tasks_group_by_leader_host():
     start = {("t", p): 0 for p in range(6)}
     end = {("t", p): 10 for p in range(6)}
     leaders = {("t", p): ("b" if p % 2 else "a") for p in range(6)}
-    tasks = plan_tasks(start, end, min_records_per_partition=100, leaders=leaders)
+    tasks = plan_tasks(start, end, _read(min_records_per_partition=100), leaders)
     # ordered by host, never mixing hosts in a task; each task knows where to run
     assert [(t.host, [r.partition for r in t.ranges]) for t in tasks] == [
         ("a", [0, 2, 4]),
         ("b", [1, 3, 5]),
     ]
     pieces = plan_tasks(
-        start, end, max_records_per_partition=5, min_records_per_partition=1, leaders=leaders
+        start, end, _read(max_records_per_partition=5, min_records_per_partition=1), leaders
     )
     assert len(pieces) == 12 and all(p.host == leaders[(p.topic, p.partition)] for p in pieces)
     # unknown leaders: one host-less group
-    assert plan_tasks(start, end, min_records_per_partition=100)[0].host is None
+    assert plan_tasks(start, end, _read(min_records_per_partition=100))[0].host is None
 
 
 def test_rate_limit_is_proportional_like_spark():

@@ -143,7 +143,7 @@ def main() -> None:
     print(f"  fixed 100 B: {s100['none_arrow_mrec_s']:.2f} M rec/s, {s100['none_ratio']:.1f}x"
           f"   variable 100 B: {svar['none_arrow_mrec_s']:.2f} M rec/s, {svar['none_ratio']:.1f}x")
     print(f"  per-record decode in this run: {s100['none_per_record_us']:.1f} us/record"
-          " (research/perf-anchors.md measured 4.1 us on an idle machine: a higher figure"
+          " (about 4 us on an idle 2-core machine: a higher figure"
           " here means the machine is loaded and every absolute figure is low by that factor)")
     print(f"  (total bench time {time.perf_counter() - t0:.0f} s)")
 

@@ -6,8 +6,8 @@ live in the coordinator (``sparklog.broker.group``). While the broker has no coo
 ``_coordinator`` raising it where the response has one top-level error code (the dispatcher
 answers it with the schema's defaults elsewhere, as Kafka's ``getErrorResponse`` does), per
 group or partition where the response has no other place for it. Version
-ranges are the ones measured to work with confluent-kafka, kafka-python, aiokafka and kcat
-(research/kafka-protocol-clients.md).
+ranges are the ones confluent-kafka, kafka-python, aiokafka and kcat were measured to use
+(tests/integration exercises each of them).
 """
 
 from __future__ import annotations

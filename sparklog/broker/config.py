@@ -25,7 +25,10 @@ from sparklog.storage.log_config import BROKER_LOG_KEYS
 
 log = logging.getLogger(__name__)
 
+PROCESS_ROLES = frozenset({"broker", "controller"})
+
 __all__ = [
+    "PROCESS_ROLES",
     "BrokerConfig",
     "ConfigDef",
     "BROKER_CONFIGS",
@@ -84,7 +87,14 @@ def _defs(*items: tuple[str, str, str | None, str]) -> dict[str, ConfigDef]:
 
 
 BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
+    ("process.roles", "list", "broker,controller",
+     "broker, controller, or both (one process: today's single node)."),
     ("node.id", "int", "1", "Id of this node (KRaft name)."),
+    ("controller.quorum.voters", "list", None,
+     "ID@HOST:PORT of the controller (exactly one voter); a broker-only node needs it."),
+    ("broker.heartbeat.interval.ms", "int", "2000", "How often a broker heartbeats the controller."),
+    ("broker.session.timeout.ms", "int", "9000",
+     "A broker with no heartbeat for this long is fenced (its leaderships move)."),
     ("broker.id", "int", "-1", "Legacy broker id; used when set and node.id is not."),
     ("listeners", "list", "PLAINTEXT://127.0.0.1:9092", "Addresses the broker binds."),
     ("advertised.listeners", "list", None, "Addresses clients are told; defaults to listeners."),
@@ -148,7 +158,11 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ("replica.lag.time.max.ms", "long", "30000", "A follower this far behind leaves the ISR."),
     ("num.network.threads", "int", "3", "Accepted for compatibility; asyncio uses one loop."),
     ("num.io.threads", "int", "8", "Accepted for compatibility; asyncio uses one loop."),
-    ("controlled.shutdown.enable", "boolean", "true", "Accepted for compatibility."),
+    ("controlled.shutdown.enable", "boolean", "true",
+     "On SIGTERM a broker-only node asks the controller to move its leaderships first."),
+    ("auto.leader.rebalance.enable", "boolean", "true",
+     "Move leadership back to the preferred (first) replica when it is in the ISR."),
+    ("leader.imbalance.check.interval.seconds", "long", "300", "How often that check runs."),
     ("remote.storage.url", "string", None, "fsspec URL for tiered segments (later)."),
 )
 
@@ -425,6 +439,36 @@ class BrokerConfig:
         if not self.is_set("node.id") and self.is_set("broker.id") and self.get("broker.id") >= 0:
             return int(self.get("broker.id"))
         return int(self.get("node.id"))
+
+    @property
+    def roles(self) -> frozenset[str]:
+        """``process.roles``: {"broker"}, {"controller"} or both (the single node)."""
+        roles = frozenset(self.get("process.roles") or ())
+        if not roles or roles - PROCESS_ROLES:
+            raise InvalidConfigError(
+                f"process.roles must be broker, controller or broker,controller, got "
+                f"{','.join(self.get('process.roles') or ())!r}")
+        return roles
+
+    def controller_voter(self) -> tuple[int, str, int] | None:
+        """(node id, host, port) of ``controller.quorum.voters``, None when unset. sparklog
+        runs one active controller and no quorum, so more than one voter is refused."""
+        voters = self.get("controller.quorum.voters")
+        if not voters:
+            return None
+        if len(voters) != 1:
+            raise InvalidConfigError(
+                f"controller.quorum.voters lists {len(voters)} voters; sparklog runs exactly one "
+                "controller, so give exactly one ID@HOST:PORT")
+        node, sep, address = voters[0].partition("@")
+        try:
+            host, port = parse_listener(address)
+            if not sep or not host:
+                raise ValueError
+            return int(node), host, port
+        except (ValueError, InvalidConfigError):
+            raise InvalidConfigError(
+                f"invalid controller.quorum.voters {voters[0]!r}: expected ID@HOST:PORT") from None
 
     @property
     def log_dirs(self) -> list[str]:

@@ -118,3 +118,23 @@ def test_incremental_ops():
         apply_config_ops({}, [("x", 9, "1")], defaults, lists)
     with pytest.raises(InvalidRequestError):
         apply_config_ops({}, [("x", 0, None)], defaults, lists)
+
+
+def test_roles_and_the_controller_voter():
+    c = BrokerConfig()
+    assert c.roles == {"broker", "controller"}
+    assert c.controller_voter() is None
+    assert c.get("broker.heartbeat.interval.ms") == 2000
+    assert c.get("broker.session.timeout.ms") == 9000
+    assert c.get("unclean.leader.election.enable") is False
+    b = BrokerConfig({"process.roles": "broker", "node.id": "3",
+                      "controller.quorum.voters": "0@127.0.0.1:9093"})
+    assert b.roles == {"broker"} and b.node_id == 3
+    assert b.controller_voter() == (0, "127.0.0.1", 9093)
+    with pytest.raises(InvalidConfigError, match="exactly one"):
+        BrokerConfig({"controller.quorum.voters": "0@h:1,1@h:2"}).controller_voter()
+    for bad in ("h:1", "x@h:1", "0@h"):
+        with pytest.raises(InvalidConfigError, match="ID@HOST:PORT"):
+            BrokerConfig({"controller.quorum.voters": bad}).controller_voter()
+    with pytest.raises(InvalidConfigError, match="process.roles"):
+        _ = BrokerConfig({"process.roles": "broker,zookeeper"}).roles

@@ -445,6 +445,12 @@ class InvalidReplicaAssignmentError(KafkaError):
     error_code = ErrorCode.INVALID_REPLICA_ASSIGNMENT
 
 
+class StaleBrokerEpochError(KafkaError):
+    """A broker spoke to the controller with a broker epoch from an earlier registration."""
+
+    error_code = ErrorCode.STALE_BROKER_EPOCH
+
+
 def _collect() -> dict[ErrorCode, type[KafkaError]]:
     table: dict[ErrorCode, type[KafkaError]] = {}
     stack = list(KafkaError.__subclasses__())

@@ -28,6 +28,7 @@ from sparklog.protocol.headers import (
 from sparklog.protocol.messages import (
     admin,
     api_versions,
+    controller,
     fetch,
     groups,
     metadata,
@@ -84,6 +85,10 @@ _ALL: list[ApiSpec] = [
     admin.CREATE_PARTITIONS,
     groups.DELETE_GROUPS,
     metadata.DESCRIBE_CLUSTER,
+    controller.ALTER_PARTITION,
+    controller.BROKER_REGISTRATION,
+    controller.BROKER_HEARTBEAT,
+    controller.ALLOCATE_PRODUCER_IDS,
 ]
 
 _HEADER_V1 = struct.Struct(">hhih")

@@ -9,9 +9,10 @@ metadata (it says which partitions exist), then the logs (recovered by the stora
 a partition that cannot be loaded stays offline), then the listener binds (registration
 needs its real port), then the replica manager takes its roles and the group coordinator
 loads ``__consumer_offsets``. Nothing after the bind yields to the event loop, so no request
-is served before all of that is done. Shutdown runs the other way: stop accepting, let
-in-flight requests finish, stop the coordinator, flush and checkpoint the logs, close the
-channel, release the locks.
+is served before all of that is done. Shutdown runs the other way: leave the cluster
+(unregister: a broker in its own process has its leaderships moved away first), stop
+accepting, let in-flight requests finish, stop the coordinator, flush and checkpoint the
+logs, close the channel, release the locks.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ class Broker:
         self.producer_ids = ProducerIdManager(channel)
         self.dispatcher = Dispatcher(self)
         self.server: KafkaServer | None = None
+        self.broker_epoch = -1  # from the controller at registration
         self.started = False
         self._dir_locks: LogDirLocks | None = None  # held from start() to shutdown()
 
@@ -98,7 +100,7 @@ class Broker:
         # bind before registering so port 0 resolves to the real port clients must use
         await self.server.start()
         adv_host, adv_port = self.config.advertised_listener(self.server.port)
-        self.channel.register_broker(self.node_id, adv_host, adv_port)
+        self.broker_epoch = self.channel.register_broker(self.node_id, adv_host, adv_port)
         for topic in self.metadata.topics().values():
             self._apply_topic(topic)
         self._start_group_coordinator()
@@ -108,6 +110,10 @@ class Broker:
                  ", ".join(self.data_dirs))
 
     async def shutdown(self) -> None:
+        # first leave the cluster (the controller moves leaderships away while this broker
+        # still serves: Kafka's controlled shutdown)
+        if self.started:
+            self.channel.unregister_broker(self.node_id)
         # the server answers parked requests (long polls) now with what they have
         if self.server is not None:
             await self.server.close()
@@ -120,7 +126,6 @@ class Broker:
             except Exception:
                 log.exception("closing logs failed")
             self.log_manager = None
-        self.channel.unregister_broker(self.node_id)
         self.channel.close()
         if self._dir_locks is not None:
             self._dir_locks.release()

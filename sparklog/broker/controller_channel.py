@@ -41,11 +41,15 @@ class ControllerChannel(ProducerIdBlocks, Protocol):
 
     def add_listener(self, fn: MetadataListener) -> None: ...
 
-    def register_broker(self, node_id: int, host: str, port: int, rack: str | None = None) -> None:
-        """The broker serves at host:port from now on (it becomes live)."""
+    def register_broker(self, node_id: int, host: str, port: int, rack: str | None = None) -> int:
+        """The broker serves at host:port from now on (it becomes live); returns its broker
+        epoch (new at every registration, larger than any before)."""
         ...
 
-    def unregister_broker(self, node_id: int) -> None: ...
+    def unregister_broker(self, node_id: int) -> None:
+        """The broker is stopping: it is no longer live (a broker in its own process first
+        has its leaderships moved away: Kafka's controlled shutdown)."""
+        ...
 
     def create_topic(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
                      configs: Mapping[str, str] | None = None, *,

@@ -75,6 +75,7 @@ class BrokerInfo:
     host: str
     port: int
     rack: str | None = None
+    epoch: int = -1  # broker epoch of its latest registration (-1: records from before epochs)
 
 
 class MetadataImage:
@@ -95,7 +96,7 @@ class MetadataImage:
             self.cluster_id = rec["cluster_id"]
         elif kind == "broker":
             self.brokers[rec["node_id"]] = BrokerInfo(rec["node_id"], rec["host"], rec["port"],
-                                                      rec.get("rack"))
+                                                      rec.get("rack"), rec.get("epoch", -1))
         elif kind == "topic":
             tid = bytes.fromhex(rec["topic_id"])
             old = self.topics.get(rec["name"])
@@ -141,7 +142,7 @@ class MetadataImage:
             out.append({"type": "producer_ids", "next": self.next_producer_id})
         for b in self.brokers.values():
             out.append({"type": "broker", "node_id": b.node_id, "host": b.host, "port": b.port,
-                        "rack": b.rack})
+                        "rack": b.rack, "epoch": b.epoch})
         for entity, configs in self.broker_configs.items():
             out.append({"type": "broker_config", "entity": entity, "configs": configs})
         for t in self.topics.values():

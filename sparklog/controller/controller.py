@@ -11,7 +11,7 @@ it), and a partition epoch that increases on every change of the partition recor
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from sparklog.broker.controller_channel import MetadataListener
 from sparklog.broker.metadata_cache import (
@@ -22,6 +22,7 @@ from sparklog.broker.metadata_cache import (
     fence_record,
     unfence_record,
 )
+from sparklog.controller.election import with_returning_broker, without_broker
 from sparklog.controller.metadata import MetadataLog, new_cluster_id, new_topic_id
 from sparklog.protocol.errors import (
     InvalidPartitionsError,
@@ -29,6 +30,7 @@ from sparklog.protocol.errors import (
     InvalidReplicationFactorError,
     InvalidRequestError,
     InvalidTopicError,
+    StaleBrokerEpochError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
@@ -61,13 +63,25 @@ class Controller:
         *,
         default_partitions: int = 1,
         default_replication_factor: int = 1,
+        session_timeout_ms: int = 9000,
+        unclean_leader_election: bool = False,
+        embedded: bool = True,
     ) -> None:
         self.node_id = node_id
         self.default_partitions = default_partitions
         self.default_replication_factor = default_replication_factor
+        self.session_timeout_s = session_timeout_ms / 1000
+        self.unclean_leader_election = unclean_leader_election
+        # embedded: the controller shares its process (and node id) with a broker, which
+        # places partitions on node_id until it has registered; a controller-only process
+        # has no broker of its own and refuses placement with no live broker
+        self.embedded = embedded
         self._log = MetadataLog(metadata_dir)
         self._listeners: list[MetadataListener] = []
         self.live_brokers: set[int] = set()
+        # node id -> monotonic deadline of its session, for brokers that heartbeat (the
+        # embedded broker does not: it lives and dies with this process)
+        self._sessions: dict[int, float] = {}
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -88,11 +102,14 @@ class Controller:
     def add_listener(self, fn: MetadataListener) -> None:
         self._listeners.append(fn)
 
-    def _commit(self, records: list[MetadataRecord]) -> None:
-        if not records:
-            return
-        self._log.append(*records)
-        self._publish(records)
+    def _commit(self, records: list[MetadataRecord],
+                session: list[MetadataRecord] | None = None) -> None:
+        """Append ``records`` durably, then publish ``session`` records (liveness, never
+        written to the log) followed by them, as one batch."""
+        if records:
+            self._log.append(*records)
+        if session or records:
+            self._publish((session or []) + records)
 
     def _publish(self, records: list[MetadataRecord]) -> None:
         for fn in self._listeners:
@@ -100,19 +117,103 @@ class Controller:
 
     # -- brokers ------------------------------------------------------------------------
 
-    def register_broker(self, node_id: int, host: str, port: int, rack: str | None = None) -> None:
-        cur = self.image.brokers.get(node_id)
-        if cur is None or (cur.host, cur.port, cur.rack) != (host, port, rack):
-            self._commit([{"type": "broker", "node_id": node_id, "host": host, "port": port,
-                           "rack": rack}])
-        if node_id not in self.live_brokers:
-            self.live_brokers.add(node_id)
-            self._publish([unfence_record(node_id)])  # liveness is not durable metadata
+    def register_broker(self, node_id: int, host: str, port: int, rack: str | None = None) -> int:
+        """The broker serves at host:port from now on and is live (unfenced); returns its
+        new broker epoch, larger than any broker epoch handed out before (durable, so a
+        restarted controller keeps fencing requests of the broker's earlier lives)."""
+        epoch = 1 + max((b.epoch for b in self.image.brokers.values()), default=0)
+        self._commit([{"type": "broker", "node_id": node_id, "host": host, "port": port,
+                       "rack": rack, "epoch": epoch}])
+        log.info("broker %d registered at %s:%d (broker epoch %d)", node_id, host, port, epoch)
+        self._unfence(node_id)
+        return epoch
 
     def unregister_broker(self, node_id: int) -> None:
+        """The embedded broker stops with this process: it is no longer live (its partition
+        records stay as they are; it leads them again when the process restarts)."""
         if node_id in self.live_brokers:
             self.live_brokers.discard(node_id)
             self._publish([fence_record(node_id)])
+
+    # -- liveness (brokers in other processes) ------------------------------------------
+
+    def expect_heartbeats(self, now: float) -> None:
+        """A controller starting over: every broker it knows has one session timeout from
+        ``now`` to heartbeat (it is fenced until it does); one that does not is fenced then."""
+        for node_id in self.image.brokers:
+            self._sessions.setdefault(node_id, now + self.session_timeout_s)
+
+    def heartbeat(self, node_id: int, broker_epoch: int, now: float, *,
+                  want_shut_down: bool = False) -> bool:
+        """A broker's heartbeat at ``now`` (monotonic seconds): it stays (or becomes again)
+        live. With ``want_shut_down`` its leaderships move to other ISR members and it is
+        fenced (controlled shutdown). Returns whether the broker is fenced now."""
+        info = self.image.brokers.get(node_id)
+        if info is None or info.epoch != broker_epoch:
+            raise StaleBrokerEpochError(
+                f"broker {node_id} epoch {broker_epoch} is not its current registration's "
+                f"({info.epoch if info is not None else 'none'})")
+        if want_shut_down:
+            self.fence_broker(node_id, "controlled shutdown")
+            return True
+        self._sessions[node_id] = now + self.session_timeout_s
+        if node_id not in self.live_brokers:
+            self._unfence(node_id)
+        return False
+
+    def check_sessions(self, now: float) -> list[int]:
+        """Fence every broker whose session ended before ``now``; returns their ids."""
+        expired = [n for n, deadline in self._sessions.items() if deadline < now]
+        for node_id in expired:
+            log.warning("broker %d sent no heartbeat for broker.session.timeout.ms (%d ms): "
+                        "fenced", node_id, int(self.session_timeout_s * 1000))
+            self.fence_broker(node_id, "session expired")
+        return expired
+
+    def fence_broker(self, node_id: int, reason: str) -> None:
+        """``node_id`` is no longer live: it leaves the ISR of its partitions and those it
+        led elect a new leader from the remaining ISR (or none: leader -1)."""
+        self._sessions.pop(node_id, None)
+        was_live = node_id in self.live_brokers
+        self.live_brokers.discard(node_id)
+        changes = self._elect(lambda p, unclean: without_broker(p, node_id, self.live_brokers,
+                                                                unclean=unclean))
+        self._commit(changes, [fence_record(node_id)] if was_live else [])
+        if was_live or changes:
+            log.info("broker %d fenced (%s): %d partition(s) changed", node_id, reason,
+                     len(changes))
+
+    def _unfence(self, node_id: int) -> None:
+        """``node_id`` is live again; leaderless partitions it can lead elect it."""
+        was_live = node_id in self.live_brokers
+        self.live_brokers.add(node_id)
+        changes = self._elect(lambda p, unclean: with_returning_broker(p, node_id,
+                                                                       unclean=unclean))
+        self._commit(changes, [] if was_live else [unfence_record(node_id)])
+
+    def _elect(self, decide: Callable[[PartitionInfo, bool], tuple[PartitionInfo | None, bool]]
+               ) -> list[MetadataRecord]:
+        """The partition records ``decide`` changes, over every partition (warning about
+        each unclean election)."""
+        out: list[MetadataRecord] = []
+        for topic in self.image.topics.values():
+            unclean = self._unclean_allowed(topic)
+            for p in topic.partitions.values():
+                new, was_unclean = decide(p, unclean)
+                if new is None:
+                    continue
+                if was_unclean:
+                    log.warning("unclean leader election for %s-%d: broker %d leads from "
+                                "outside the ISR %s; records only the old ISR had are lost",
+                                p.topic, p.partition, new.leader, p.isr)
+                out.append(new.to_record())
+        return out
+
+    def _unclean_allowed(self, topic: TopicInfo) -> bool:
+        value = topic.configs.get("unclean.leader.election.enable")
+        if value is None:
+            return self.unclean_leader_election
+        return value.strip().lower() == "true"
 
     # -- topics -------------------------------------------------------------------------
 
@@ -128,14 +229,18 @@ class Controller:
                     "('.' and '_' are interchangeable in metric names)"
                 )
 
-    def _assign(self, start: int, count: int, rf: int) -> list[list[int]]:
-        brokers = sorted(self.live_brokers) or [self.node_id]
+    def _assign(self, start: int, count: int, rf: int, shift: int = 0) -> list[list[int]]:
+        """Replica lists for partitions ``start..start+count-1``: round-robin over the live
+        brokers, partition p led by the (p + shift)-th, so leaders spread over brokers (and,
+        with ``shift``, over topics)."""
+        brokers = sorted(self.live_brokers) or ([self.node_id] if self.embedded else [])
         if rf > len(brokers):
             raise InvalidReplicationFactorError(
                 f"replication factor {rf} is larger than the {len(brokers)} available broker(s)"
             )
         n = len(brokers)
-        return [[brokers[(p + i) % n] for i in range(rf)] for p in range(start, start + count)]
+        return [[brokers[(p + shift + i) % n] for i in range(rf)]
+                for p in range(start, start + count)]
 
     def _check_assignment(self, assignment: Sequence[Sequence[int]]) -> list[list[int]]:
         out = []
@@ -184,7 +289,8 @@ class Controller:
                 raise InvalidReplicationFactorError(
                     f"replication factor must be larger than 0, got {replication_factor}"
                 )
-            replica_lists = self._assign(0, num_partitions, replication_factor)
+            replica_lists = self._assign(0, num_partitions, replication_factor,
+                                         shift=len(self.image.topics))
         info = TopicInfo(name, new_topic_id(), dict(configs or {}), internal)
         for p, replicas in enumerate(replica_lists):
             info.partitions[p] = PartitionInfo(name, p, replicas, list(replicas), replicas[0], 0, 0)

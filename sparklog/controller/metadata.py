@@ -15,7 +15,8 @@ is truncated at open (it was never acknowledged). When the log holds many more r
 than the image needs, it is rewritten as a snapshot (the records that recreate the image)
 via write-temp + fsync + rename.
 
-Record types (``"type"``): ``cluster`` (cluster_id), ``broker`` (node_id, host, port, rack),
+Record types (``"type"``): ``cluster`` (cluster_id), ``broker`` (node_id, host, port, rack, epoch: the broker epoch of
+that registration),
 ``topic`` (name, topic_id hex, configs, internal), ``partition`` (topic, partition,
 replicas, isr, leader, leader_epoch, partition_epoch), ``config`` (topic, configs: the full
 override map), ``remove_topic`` (name), ``producer_ids`` (next: first id of the next

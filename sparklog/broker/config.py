@@ -470,6 +470,15 @@ class BrokerConfig:
             raise InvalidConfigError(
                 f"invalid controller.quorum.voters {voters[0]!r}: expected ID@HOST:PORT") from None
 
+    def check_roles(self) -> None:
+        """``process.roles`` and ``controller.quorum.voters`` make a node that can start:
+        valid roles, at most one voter, and a voter for a broker-only node."""
+        if self.roles == {"broker"} and self.controller_voter() is None:
+            raise InvalidConfigError(
+                "process.roles=broker needs controller.quorum.voters=ID@HOST:PORT "
+                "(the controller this broker registers with)")
+        self.controller_voter()
+
     @property
     def log_dirs(self) -> list[str]:
         dirs = self.get("log.dirs")

@@ -51,6 +51,8 @@ __all__ = [
     "supported_versions",
     "api_spec",
     "Dispatcher",
+    "encode_response",
+    "error_response",
 ]
 
 
@@ -219,7 +221,7 @@ class Dispatcher:
         try:
             response = await hspec.handler(ctx, request)
         except KafkaError as exc:
-            response = _error_response(spec, api_version, exc.error_code, str(exc))
+            response = error_response(spec, api_version, exc.error_code, str(exc))
             if response is None:
                 log.warning("%s v%d from %s failed: %s; closing the connection", spec.name,
                             api_version, conn.client_host, exc)
@@ -253,7 +255,7 @@ def encode_response(spec: ApiSpec, version: int, correlation_id: int,
     return w.chunks()
 
 
-def _error_response(spec: ApiSpec, version: int, code: ErrorCode, message: str
+def error_response(spec: ApiSpec, version: int, code: ErrorCode, message: str
                     ) -> TopLevel | None:
     """A response carrying ``code`` at the top level, where this version's response has one."""
     cls = spec.response

@@ -1,4 +1,6 @@
-"""``sparklog server``: run a single-node cluster (controller + broker) in the foreground.
+"""``sparklog server``: run one node in the foreground: by default a single-node cluster
+(controller + broker); with ``process.roles=controller`` a controller only, with
+``process.roles=broker`` (and ``controller.quorum.voters``) a broker of a multi-node cluster.
 
 Configuration precedence: Kafka defaults < ``--config FILE`` (server.properties syntax) <
 ``--data-dir``/``--host``/``--port`` < ``--set key=value``. SIGTERM and SIGINT trigger the
@@ -31,8 +33,11 @@ __all__ = ["add_parser", "run", "build_config", "check_listener"]
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "server",
-        help="run a single-node sparklog cluster",
-        description="Run a single-node sparklog cluster (controller + broker) until SIGTERM/SIGINT.",
+        help="run a sparklog node (by default a single-node cluster)",
+        description="Run a sparklog node until SIGTERM/SIGINT: by default a single-node "
+                    "cluster (controller + broker); --set process.roles=controller or "
+                    "process.roles=broker (with controller.quorum.voters=ID@HOST:PORT) for "
+                    "one node of a multi-node cluster.",
     )
     p.add_argument("--data-dir", default=None,
                    help="directory for partition logs and metadata (default ./sparklog-data)")
@@ -89,22 +94,24 @@ def check_listener(host: str, port: int) -> None:
 
 
 async def _serve(config: BrokerConfig) -> int:
-    from sparklog.cluster.single_node import build_single_node
+    from sparklog.cluster.nodes import build_node
 
-    broker = build_single_node(config).broker
+    node = build_node(config)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    await broker.start()
+    await node.start()
+    host, _ = config.listener()
     # a line supervisors and tests can wait for
-    print(f"sparklog server listening on {broker.server.host}:{broker.port}",  # type: ignore[union-attr]
+    print(f"sparklog server listening on {host}:{node.port} "
+          f"(process.roles={','.join(sorted(config.roles))}, node.id={config.node_id})",
           file=sys.stderr, flush=True)
     try:
         await stop.wait()
         log.info("shutting down")
     finally:
-        await broker.shutdown()
+        await node.shutdown()
     return 0
 
 
@@ -112,6 +119,7 @@ def _run(args: argparse.Namespace) -> int:
     try:
         config = build_config(args)
         host, port = config.listener()
+        config.check_roles()
     except Exception as exc:  # noqa: BLE001 - a bad file or key is the operator's to fix
         print_error(f"invalid configuration: {exc}")
         return USAGE_EXIT

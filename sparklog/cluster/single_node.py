@@ -2,14 +2,13 @@
 
 Every single-node broker (``sparklog server``, ``EmbeddedCluster``, tests, benchmarks) is
 built here: the ``Controller`` keeps its metadata log in ``<first log dir>/__sparklog_metadata``
-(where existing data dirs have it) and is handed to the broker as its ``ControllerChannel``
-in its in-process form. The broker layer never imports the controller; this layer, above
+(``Controller.for_config``) and is handed to the broker as its ``ControllerChannel`` in its
+in-process form. The broker layer never imports the controller; this layer, above
 both, is where the two meet.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -17,10 +16,7 @@ from sparklog.broker.broker import Broker
 from sparklog.broker.config import BrokerConfig
 from sparklog.controller import Controller
 
-__all__ = ["METADATA_DIR_NAME", "SingleNode", "build_single_node"]
-
-# Not "<topic>-<n>": the log manager must never take it for a partition directory.
-METADATA_DIR_NAME = "__sparklog_metadata"
+__all__ = ["SingleNode", "build_single_node"]
 
 
 @dataclass(frozen=True)
@@ -35,10 +31,5 @@ def build_single_node(config: BrokerConfig | Mapping[str, str]) -> SingleNode:
     """A broker and its controller, not started (``await node.broker.start()`` opens both)."""
     if not isinstance(config, BrokerConfig):
         config = BrokerConfig(config)
-    controller = Controller(
-        os.path.join(os.path.abspath(config.log_dirs[0]), METADATA_DIR_NAME),
-        config.node_id,
-        default_partitions=int(config.get("num.partitions")),
-        default_replication_factor=int(config.get("default.replication.factor")),
-    )
+    controller = Controller.for_config(config, embedded=True)
     return SingleNode(Broker(config, controller), controller)

@@ -11,8 +11,10 @@ it), and a partition epoch that increases on every change of the partition recor
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Mapping, Sequence
 
+from sparklog.broker.config import BrokerConfig
 from sparklog.broker.controller_channel import MetadataListener
 from sparklog.broker.metadata_cache import (
     MetadataImage,
@@ -23,7 +25,12 @@ from sparklog.broker.metadata_cache import (
     unfence_record,
 )
 from sparklog.controller.election import with_returning_broker, without_broker
-from sparklog.controller.metadata import MetadataLog, new_cluster_id, new_topic_id
+from sparklog.controller.metadata import (
+    METADATA_DIR_NAME,
+    MetadataLog,
+    new_cluster_id,
+    new_topic_id,
+)
 from sparklog.protocol.errors import (
     InvalidPartitionsError,
     InvalidReplicaAssignmentError,
@@ -76,12 +83,27 @@ class Controller:
         # places partitions on node_id until it has registered; a controller-only process
         # has no broker of its own and refuses placement with no live broker
         self.embedded = embedded
+        self.metadata_dir = metadata_dir
         self._log = MetadataLog(metadata_dir)
         self._listeners: list[MetadataListener] = []
         self.live_brokers: set[int] = set()
         # node id -> monotonic deadline of its session, for brokers that heartbeat (the
         # embedded broker does not: it lives and dies with this process)
         self._sessions: dict[int, float] = {}
+
+    @classmethod
+    def for_config(cls, config: BrokerConfig, *, embedded: bool) -> Controller:
+        """The node's controller: its metadata log in ``<first log dir>/__sparklog_metadata``
+        (where existing data dirs have it), defaults and liveness settings from ``config``."""
+        return cls(
+            os.path.join(os.path.abspath(config.log_dirs[0]), METADATA_DIR_NAME),
+            config.node_id,
+            default_partitions=int(config.get("num.partitions")),
+            default_replication_factor=int(config.get("default.replication.factor")),
+            session_timeout_ms=int(config.get("broker.session.timeout.ms")),
+            unclean_leader_election=bool(config.get("unclean.leader.election.enable")),
+            embedded=embedded,
+        )
 
     # -- lifecycle ----------------------------------------------------------------------
 

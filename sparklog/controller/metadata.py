@@ -39,7 +39,11 @@ from sparklog.broker.metadata_cache import MetadataImage, MetadataRecord
 
 log = logging.getLogger(__name__)
 
-__all__ = ["MetadataLog", "new_cluster_id", "new_topic_id"]
+__all__ = ["METADATA_DIR_NAME", "MetadataLog", "new_cluster_id", "new_topic_id"]
+
+# The metadata log's directory inside the node's first log dir. Not "<topic>-<n>": a log
+# manager must never take it for a partition directory.
+METADATA_DIR_NAME = "__sparklog_metadata"
 
 
 def _encode_line(rec: MetadataRecord) -> bytes:

@@ -73,7 +73,7 @@ def test_lost_metadata_refuses_to_start_and_keeps_data(tmp_path):
     import pytest
 
     from sparklog.cluster.embedded import EmbeddedCluster
-    from sparklog.cluster.single_node import METADATA_DIR_NAME
+    from sparklog.controller.metadata import METADATA_DIR_NAME
 
     with EmbeddedCluster(tmp_path) as c:
         c.call(c.broker.create_topic, "precious", 1, 1)

@@ -20,7 +20,7 @@ _REPEATED_TOPIC = {"error_code": int(ErrorCode.INVALID_REQUEST),
                    "error_message": "topic appears more than once in the request"}
 
 
-def _per_topic(topics: list[Message], result: type[Message],
+def per_topic_results(topics: list[Message], result: type[Message],
                action: Callable[[Message], dict[str, Any]]) -> list[Message]:
     """One ``result`` per requested topic: the fields ``action`` returns, or the error of
     the ``KafkaError`` it raised. Every copy of a name given twice is refused, not just the
@@ -54,7 +54,7 @@ async def handle_create_topics(ctx: RequestContext, request: TopLevel) -> TopLev
         return {"error_code": 0, "error_message": None, "num_partitions": len(info.partitions),
                 "replication_factor": rf, "configs": []}
 
-    return resp_cls(throttle_time_ms=0, topics=_per_topic(
+    return resp_cls(throttle_time_ms=0, topics=per_topic_results(
         request.topics, resp_cls.CreatableTopicResult, create))
 
 
@@ -84,5 +84,5 @@ async def handle_create_partitions(ctx: RequestContext, request: TopLevel) -> To
                                      validate_only=bool(request.validate_only))
         return {"error_code": 0, "error_message": None}
 
-    return resp_cls(throttle_time_ms=0, results=_per_topic(
+    return resp_cls(throttle_time_ms=0, results=per_topic_results(
         request.topics, resp_cls.CreatePartitionsTopicResult, add))

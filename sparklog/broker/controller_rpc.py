@@ -166,12 +166,13 @@ class RpcControllerChannel:
         assert self._thread is not None, "channel is not open"
         return self._thread.spawn(coro)
 
-    async def _connection(self, name: str) -> BrokerConnection:
-        """The named connection to the controller, (re)connecting for up to the timeout."""
+    async def _connection(self, name: str, retry_s: float | None = None) -> BrokerConnection:
+        """The named connection to the controller, (re)connecting for ``retry_s`` (default:
+        the request timeout)."""
         conn = self._conns.get(name)
         if conn is not None and conn.connected:
             return conn
-        deadline = time.monotonic() + self._timeout_s
+        deadline = time.monotonic() + (self._timeout_s if retry_s is None else retry_s)
         while True:
             conn = BrokerConnection(self.host, self.port, client_id=f"broker-{self.node_id}",
                                     node_id=self.controller_id,
@@ -198,13 +199,14 @@ class RpcControllerChannel:
         _raise_for(resp.error_code, f"ApiVersions to the controller at {conn.address}")
         conn.api_versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
 
-    async def _send(self, name: str, request: TopLevel, *, timeout_ms: int | None = None) -> Any:
+    async def _send(self, name: str, request: TopLevel, *, timeout_ms: int | None = None,
+                    retry_s: float | None = None) -> Any:
         """One request on connection ``name`` at the newest version both sides serve; a lost
-        connection is retried until the timeout."""
+        connection is retried for ``retry_s`` (default: the request timeout)."""
         spec = API_BY_KEY[request.API_KEY]
-        deadline = time.monotonic() + self._timeout_s
+        deadline = time.monotonic() + (self._timeout_s if retry_s is None else retry_s)
         while True:
-            conn = await self._connection(name)
+            conn = await self._connection(name, max(deadline - time.monotonic(), 0))
             theirs = conn.api_versions.get(spec.key)
             if theirs is None or theirs[0] > spec.max_version:
                 raise UnsupportedVersionError(
@@ -364,9 +366,13 @@ class RpcControllerChannel:
         if not self._controlled_shutdown or self.broker_epoch < 0:
             return
         try:
-            resp = self._write(_request(
+            # bounded by a couple of heartbeat intervals: a controller that is gone must not
+            # hold the broker's exit for the whole request timeout
+            bound = 2 * self._heartbeat_s
+            resp = self._run(self._send("rpc", _request(
                 ApiKey.BROKER_HEARTBEAT, broker_id=self.node_id, broker_epoch=self.broker_epoch,
-                current_metadata_offset=self._fetched, want_shut_down=True))
+                current_metadata_offset=self._fetched, want_shut_down=True),
+                timeout_ms=int(bound * 1000), retry_s=bound))
             _raise_for(resp.error_code)
             log.info("broker %d: controlled shutdown done (should_shut_down=%s)", self.node_id,
                      resp.should_shut_down)

@@ -67,6 +67,10 @@ class MetadataStream:
         self._bases.append(self.end_offset)
         self._batches.append(batch)
         self.end_offset += len(records)
+        self.wake()
+
+    def wake(self) -> None:
+        """Answer every waiting fetch now (new records, or the controller stopping)."""
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
 

@@ -114,6 +114,8 @@ class ControllerServer:
                 await self._sessions_task
             self._sessions_task = None
         if self.server is not None:
+            if self.stream is not None:
+                self.stream.wake()  # long-polling fetches answer now, not at their timeout
             await self.server.close()
             self.server = None
         self.controller.close()

@@ -128,6 +128,9 @@ class ClusterDescription:
     cluster_id: str | None
     controller_id: int
     brokers: list[BrokerMetadata]
+    # ids among ``brokers`` that are registered but fenced (only when asked for and the
+    # broker serves DescribeCluster v2)
+    fenced: frozenset[int] = frozenset()
 
 
 class AdminClient(SyncClient):
@@ -387,15 +390,19 @@ class AdminClient(SyncClient):
 
     # ------------------------------------------------------------------ cluster
 
-    def describe_cluster(self) -> ClusterDescription:
+    def describe_cluster(self, *, include_fenced: bool = False) -> ClusterDescription:
+        """The live brokers and the controller; with ``include_fenced`` also the registered
+        brokers that are fenced (DescribeCluster v2, KIP-1073)."""
         async def go() -> ClusterDescription:
             conn = await self._client.any_connection()
             if self._client.supports(conn, 60):
-                resp = await self._client.send(conn, DescribeClusterRequest())
+                resp = await self._client.send(
+                    conn, DescribeClusterRequest(include_fenced_brokers=include_fenced))
                 if resp.error_code:
                     raise error_for_code(resp.error_code, resp.error_message)
                 return ClusterDescription(resp.cluster_id, resp.controller_id, [
-                    BrokerMetadata(b.broker_id, b.host, b.port, b.rack) for b in resp.brokers])
+                    BrokerMetadata(b.broker_id, b.host, b.port, b.rack) for b in resp.brokers],
+                    frozenset(b.broker_id for b in resp.brokers if b.is_fenced))
             await self._client.refresh_metadata([])
             md = self._client.metadata
             return ClusterDescription(md.cluster_id, md.controller_id,

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 
-__all__ = ["free_port"]
+__all__ = ["free_port", "free_port_run"]
 
 
 def free_port() -> int:
@@ -14,3 +15,21 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def free_port_run(count: int) -> int:
+    """The first of ``count`` consecutive ports nothing listens on right now (for a command
+    that takes one base port and uses the next ones, ``sparklog cluster start``)."""
+    for _ in range(100):
+        base = free_port()
+        if base + count > 65535:
+            continue
+        try:
+            with contextlib.ExitStack() as stack:
+                for port in range(base, base + count):
+                    s = stack.enter_context(socket.socket())
+                    s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+    raise RuntimeError(f"no run of {count} free ports found")

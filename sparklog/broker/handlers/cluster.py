@@ -8,7 +8,7 @@ from sparklog.protocol.errors import ErrorCode
 from sparklog.protocol.schema import TopLevel
 
 
-@register(ApiKey.DESCRIBE_CLUSTER, 0, 1)
+@register(ApiKey.DESCRIBE_CLUSTER, 0, 2)
 async def handle_describe_cluster(ctx: RequestContext, request: TopLevel) -> TopLevel:
     spec = api_spec(ApiKey.DESCRIBE_CLUSTER)
     resp = spec.response
@@ -18,7 +18,11 @@ async def handle_describe_cluster(ctx: RequestContext, request: TopLevel) -> Top
                     error_message="only broker endpoints are served", endpoint_type=endpoint_type,
                     cluster_id=ctx.broker.metadata.cluster_id)
     md = ctx.broker.metadata
-    brokers = [resp.DescribeClusterBroker(broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
-               for b in md.live_broker_list()]
+    # v2 (KIP-1073): registered brokers that are fenced too, when asked, marked as such
+    with_fenced = ctx.api_version >= 2 and request.include_fenced_brokers
+    brokers = [resp.DescribeClusterBroker(broker_id=b.node_id, host=b.host, port=b.port,
+                                          rack=b.rack, is_fenced=b.node_id not in md.live_brokers)
+               for _, b in sorted(md.image.brokers.items())
+               if with_fenced or b.node_id in md.live_brokers]
     return resp(throttle_time_ms=0, error_code=0, endpoint_type=1, cluster_id=md.cluster_id,
                 controller_id=ctx.broker.controller_node_id, brokers=brokers)

@@ -43,3 +43,20 @@ def test_shipped_config_loads():
 def test_bad_set_is_rejected():
     with pytest.raises(SystemExit):
         build_config(_args("--set", "novalue"))
+
+
+@pytest.mark.parametrize(("sets", "message"), [
+    (["controller.quorum.voters=0@127.0.0.1:1,1@127.0.0.1:2"], "exactly one"),
+    (["process.roles=broker"], "needs controller.quorum.voters"),
+    (["process.roles=zookeeper"], "process.roles must be"),
+])
+def test_bad_roles_fail_at_start_with_a_clear_message(tmp_path, capsys, sets, message):
+    from sparklog.cli.main import main
+
+    argv = ["server", "--data-dir", str(tmp_path), "--port", "0"]
+    for s in sets:
+        argv += ["--set", s]
+    assert main(argv) != 0
+    err = capsys.readouterr().err
+    assert "invalid configuration" in err and message in err
+    assert not any(tmp_path.iterdir())  # refused before anything was written

@@ -1,0 +1,92 @@
+"""``sparklog cluster``: ``start`` runs a local multi-process cluster in the foreground (one
+controller process and N broker processes on consecutive ports) until Ctrl-C / SIGTERM;
+``describe`` lists a cluster's brokers (id, address, state) and its controller."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from types import FrameType
+from typing import Any
+
+from sparklog.cli.arguments import bootstrap_servers, key_value, port_number
+from sparklog.cli.client_common import add_common, add_verbose, admin_client
+from sparklog.cli.errors import CliError, wrap
+
+__all__ = ["add_parser"]
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("cluster", help="run or describe a multi-node cluster",
+                              description="Run a local multi-process cluster, or describe one.")
+    sub = p.add_subparsers(dest="cluster_command", metavar="SUBCOMMAND", required=True)
+    start = sub.add_parser(
+        "start", help="run a controller and N brokers as local processes",
+        description="Run one controller process (node 0, on --port) and N broker processes "
+                    "(nodes 1..N, on the next ports) until Ctrl-C / SIGTERM, which stops "
+                    "them all cleanly.")
+    start.add_argument("--brokers", type=int, default=3, help="number of brokers (default 3)")
+    start.add_argument("--data-dir", default="./sparklog-cluster",
+                       help="directory for every node's data and log (default ./sparklog-cluster)")
+    start.add_argument("--port", type=port_number, default=9091,
+                       help="the controller's port; brokers use the next ones (default 9091)")
+    start.add_argument("--set", action="append", default=[], type=key_value,
+                       metavar="KEY=VALUE", help="a config key for every node (repeatable)")
+    add_verbose(start)
+    start.set_defaults(func=wrap(_start))
+    describe = sub.add_parser("describe", help="list the brokers and the controller",
+                              description="The brokers (id, address, state) and the controller.")
+    add_common(describe)
+    describe.add_argument("--bootstrap-controller", default=None, type=bootstrap_servers,
+                          metavar="HOST:PORT",
+                          help="ask the controller itself (its id and every registered broker)")
+    describe.set_defaults(func=wrap(_describe))
+    return p
+
+
+def _start(args: argparse.Namespace) -> int:
+    from sparklog.cluster.local import LocalCluster
+
+    if args.brokers < 1:
+        raise CliError("--brokers must be at least 1")
+    if args.port + args.brokers > 65535:
+        raise CliError(f"ports {args.port}..{args.port + args.brokers} do not all exist")
+    cluster = LocalCluster(args.data_dir, brokers=args.brokers, port=args.port,
+                           config=dict(args.set))
+
+    def stop(signum: int, _frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        cluster.start()
+        for node in cluster.nodes:
+            print(f"node {node.node_id} {node.role} pid {node.pid} address {node.address} "
+                  f"data {node.data_dir} log {node.log_path}", flush=True)
+        print(f"bootstrap.servers={cluster.bootstrap_servers}", flush=True)
+        # a node that dies (or is killed to try a failover) is reported; the rest run on
+        while (gone := cluster.wait()) is not None:
+            print(f"sparklog: {gone.role} {gone.node_id} exited (see {gone.log_path})",
+                  file=sys.stderr, flush=True)
+        return 1
+    except KeyboardInterrupt:
+        print("stopping the cluster", file=sys.stderr, flush=True)
+        return 0
+    finally:
+        cluster.stop()
+
+
+def _describe(args: argparse.Namespace) -> int:
+    if args.bootstrap_controller:
+        args.bootstrap_server = args.bootstrap_controller
+    with admin_client(args) as admin:
+        desc = admin.describe_cluster(include_fenced=True)
+    print(f"cluster.id {desc.cluster_id}")
+    for b in sorted(desc.brokers, key=lambda b: b.node_id):
+        state = "fenced" if b.node_id in desc.fenced else "live"
+        rack = f" rack {b.rack}" if b.rack else ""
+        print(f"broker {b.node_id} {b.host}:{b.port} {state}{rack}")
+    where = f" {args.bootstrap_controller}" if args.bootstrap_controller else ""
+    print(f"controller {desc.controller_id}{where}")
+    return 0

@@ -1,0 +1,129 @@
+"""The RPC ``ControllerChannel`` against a controller process (``process.roles=controller``):
+each write comes back as the error the in-process controller raises or as records the
+listener has before the call returns, and a controller restart is a reload the listener's
+cache follows to the controller's new picture."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sparklog.broker.config import BrokerConfig
+from sparklog.broker.controller_rpc import RpcControllerChannel
+from sparklog.broker.metadata_cache import MetadataCache, MetadataRecord
+from sparklog.protocol.errors import (
+    InvalidReplicationFactorError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+)
+from tests.helpers.net import free_port
+from tests.helpers.servers import ServerProcess
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+def controller(tmp_path: Path):
+    proc = ServerProcess(tmp_path / "controller", free_port(), [
+        "--set", "process.roles=controller", "--set", "node.id=0",
+        "--set", "broker.session.timeout.ms=3000"])
+    try:
+        yield proc.start()
+    finally:
+        proc.stop()
+        proc.kill()
+
+
+def _channel(controller: ServerProcess, node_id: int = 1) -> RpcControllerChannel:
+    return RpcControllerChannel(BrokerConfig({
+        "process.roles": "broker", "node.id": str(node_id),
+        "controller.quorum.voters": f"0@127.0.0.1:{controller.port}",
+        "broker.heartbeat.interval.ms": "200"}))
+
+
+def _on_loop(body: Callable[[RpcControllerChannel, MetadataCache, list[list[MetadataRecord]]],
+                            Coroutine[Any, Any, None]], channel: RpcControllerChannel) -> None:
+    """Run ``body`` on an event loop the way the broker uses the channel: opened on the
+    loop, the cache loaded from ``metadata_records`` and fed by the listener."""
+    async def main() -> None:
+        channel.open()
+        cache = MetadataCache()
+        batches: list[list[MetadataRecord]] = []
+        try:
+            cache.load(channel.metadata_records())
+
+            def listener(records: list[MetadataRecord]) -> None:
+                batches.append(records)
+                cache.apply(records)
+
+            channel.add_listener(listener)
+            await body(channel, cache, batches)
+        finally:
+            channel.close()
+
+    asyncio.run(main())
+
+
+async def _until(cond: Callable[[], bool], timeout: float = 20.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not cond():
+        assert loop.time() < deadline, "timed out"
+        await asyncio.sleep(0.05)
+
+
+def test_writes_answer_with_their_records_or_the_controllers_error(controller):
+    async def body(ch: RpcControllerChannel, cache: MetadataCache, batches) -> None:
+        assert cache.cluster_id
+        assert ch.register_broker(1, "127.0.0.1", 1111) == 1
+        assert cache.live_brokers == {1}  # delivered before register_broker returned
+        info = ch.create_topic("t", 3, 1, {"retention.ms": "1000"})
+        assert [p.replicas for p in info.partitions.values()] == [[1], [1], [1]]
+        assert cache.topic("t").topic_id == info.topic_id
+        assert cache.topic("t").configs == {"retention.ms": "1000"}
+        with pytest.raises(TopicAlreadyExistsError):
+            ch.create_topic("t", 1, 1)
+        with pytest.raises(InvalidReplicationFactorError):
+            ch.create_topic("rf2", 1, 2)
+        shape = ch.create_topic("v", 4, 1, validate_only=True)
+        assert len(shape.partitions) == 4 and cache.topic("v") is None
+        assert len(ch.create_partitions("t", 5).partitions) == 5
+        ch.set_topic_configs("t", {"cleanup.policy": "compact"})
+        assert cache.topic("t").configs == {"cleanup.policy": "compact"}
+        ch.set_broker_configs("", {"log.retention.ms": "5000"})
+        assert cache.broker_configs("") == {"log.retention.ms": "5000"}
+        first, n = ch.allocate_producer_ids()
+        second, _ = ch.allocate_producer_ids()
+        assert n == 1000 and second == first + n
+        ch.delete_topic("t")
+        assert cache.topic("t") is None
+        with pytest.raises(UnknownTopicOrPartitionError):
+            ch.delete_topic("t")
+        # every record came once, in order: a fresh load gives the same picture
+        fresh = MetadataCache()
+        fresh.load(ch.metadata_records())
+        assert fresh.topics().keys() == cache.topics().keys()
+
+    _on_loop(body, _channel(controller))
+
+
+def test_a_restarted_controller_is_reloaded_and_heartbeats_go_on(controller):
+    async def body(ch: RpcControllerChannel, cache: MetadataCache, batches) -> None:
+        epoch = ch.register_broker(1, "127.0.0.1", 1111)
+        ch.create_topic("kept", 2, 1)
+        controller.kill()
+        controller.start()
+        # the channel reads the new controller's stream from its start; its heartbeats
+        # (same broker epoch, durable in the metadata log) make the broker live again
+        await _until(lambda: any(r.get("type") == "cluster" for b in batches for r in b))
+        await _until(lambda: cache.live_brokers == {1})
+        assert ch.broker_epoch == epoch
+        ch.create_topic("after", 1, 1)
+        assert set(cache.topics()) == {"kept", "after"}
+        assert cache.topic("kept").partitions[1].leader == 1
+
+    _on_loop(body, _channel(controller))

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from sparklog.cli.arguments import action_parsers, key_value, topic_name
 from sparklog.cli.client_common import add_common, admin_change, admin_client
 from sparklog.cli.errors import CliError, UsageError, no_such_topic, wrap
+
+if TYPE_CHECKING:
+    from sparklog.client.metadata import PartitionMetadata
 
 __all__ = ["add_parser"]
 
@@ -40,6 +44,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     d = sub.add_parser("describe", help="partitions, leaders, replicas, ISR and configs")
     add_common(d)
     d.add_argument("--topic", default=None, help="the topic to describe (default: all)")
+    d.add_argument("--under-replicated-partitions", action="store_true",
+                   help="only partitions whose ISR is smaller than their replica list")
+    d.add_argument("--unavailable-partitions", action="store_true",
+                   help="only partitions without a live leader")
     _add_exclude_internal(d)
     d.set_defaults(func=wrap(_describe))
 
@@ -93,6 +101,7 @@ def _list(args: argparse.Namespace) -> int:
 def _describe(args: argparse.Namespace) -> int:
     from sparklog.storage.checkpoints import topic_id_to_str
 
+    only = _partition_filter(args)
     with admin_client(args) as admin:
         if args.topic:
             topics = admin.describe_topics([args.topic])
@@ -102,16 +111,22 @@ def _describe(args: argparse.Namespace) -> int:
             md = topics[name]
             if args.exclude_internal and md.is_internal:
                 continue
-            try:
-                cfg = admin.describe_configs(name)
-                overrides = ",".join(f"{k}={e.value}" for k, e in sorted(cfg.items())
-                                     if e.source == "DYNAMIC_TOPIC_CONFIG" and not e.is_sensitive)
-            except Exception:  # configs are a bonus; partitions are what matters
-                overrides = ""
             parts = md.partitions
-            rf = len(next(iter(parts.values())).replicas) if parts else 0
-            print(f"Topic: {name}\tTopicId: {topic_id_to_str(md.topic_id)}\t"
-                  f"PartitionCount: {len(parts)}\tReplicationFactor: {rf}\tConfigs: {overrides}")
+            if only is not None:
+                # the filters print matching partitions only, as kafka-topics.sh does
+                parts = {p: pm for p, pm in parts.items() if only(pm)}
+            else:
+                try:
+                    cfg = admin.describe_configs(name)
+                    overrides = ",".join(
+                        f"{k}={e.value}" for k, e in sorted(cfg.items())
+                        if e.source == "DYNAMIC_TOPIC_CONFIG" and not e.is_sensitive)
+                except Exception:  # configs are a bonus; partitions are what matters
+                    overrides = ""
+                rf = len(next(iter(parts.values())).replicas) if parts else 0
+                print(f"Topic: {name}\tTopicId: {topic_id_to_str(md.topic_id)}\t"
+                      f"PartitionCount: {len(parts)}\tReplicationFactor: {rf}\t"
+                      f"Configs: {overrides}")
             for p in sorted(parts):
                 pm = parts[p]
                 leader = str(pm.leader) if pm.leader >= 0 else "none"
@@ -122,6 +137,19 @@ def _describe(args: argparse.Namespace) -> int:
                     line += f"\tOffline: {','.join(map(str, pm.offline_replicas))}"
                 print(line)
     return 0
+
+
+def _partition_filter(args: argparse.Namespace) -> Callable[[PartitionMetadata], bool] | None:
+    """The partitions ``--under-replicated-partitions`` / ``--unavailable-partitions`` keep
+    (either one, when both are given); None without them."""
+    tests: list[Callable[[PartitionMetadata], bool]] = []
+    if args.under_replicated_partitions:
+        tests.append(lambda pm: len(pm.isr) < len(pm.replicas))
+    if args.unavailable_partitions:
+        tests.append(lambda pm: pm.leader < 0)
+    if not tests:
+        return None
+    return lambda pm: any(t(pm) for t in tests)
 
 
 def _alter(args: argparse.Namespace) -> int:

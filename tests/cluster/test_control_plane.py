@@ -5,11 +5,13 @@ its session and re-registers when it restarts; SIGTERM moves a broker out at onc
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
 
 from tests.cluster.conftest import SESSION_MS
+from tests.helpers.cli import ok, run
 from tests.helpers.cluster import ClusterProcesses, Delivery, delivery_report
 from tests.helpers.kafka_clients import ck_consume, ck_produce, make_messages
 from tests.helpers.polling import wait_for
@@ -78,6 +80,11 @@ def test_killed_broker_is_fenced_within_its_session_and_rejoins(local_cluster: C
     assert fenced_after < SESSION_MS / 1000 + 3, fenced_after
     # RF 1: its partitions have no other replica, so no leader until it is back
     assert all(_leaders(bs1, "fence")[p] == -1 for p in led_by_2)
+    out = ok(run("topics", "describe", "--topic", "fence", "--unavailable-partitions",
+                 "--bootstrap-server", bs1))
+    assert sorted(int(x) for x in re.findall(r"Partition: (\d+)\tLeader: none", out)) \
+        == sorted(led_by_2)
+    assert len(out.splitlines()) == len(led_by_2)
 
     local_cluster.brokers[2].start()  # same node.id and data dir: registers again
     wait_for(lambda: _brokers(bs1) == {1, 2, 3}, timeout=20, what="broker 2 back")
@@ -100,6 +107,9 @@ def test_sigterm_is_a_controlled_shutdown(local_cluster: ClusterProcesses):
     after = _metadata(bs1, "leave").topics["leave"].partitions
     for p in after.values():
         assert p.leader in (1, 2) and 3 not in p.isrs, (p.id, p.leader, p.isrs)
+    out = ok(run("topics", "describe", "--topic", "leave", "--under-replicated-partitions",
+                 "--bootstrap-server", bs1))
+    assert len(re.findall(r"Replicas: [123],[123],[123]\tIsr: [12],[12]\tOffline: 3$", out, re.M)) == 3
     log = local_cluster.controller.log_path.read_text()
     assert "broker 3 fenced (controlled shutdown)" in log
 

@@ -34,6 +34,7 @@ from sparklog.protocol.messages import (
     metadata,
     offsets,
     produce,
+    replicas,
     transactions,
 )
 from sparklog.protocol.primitives import Reader, Writer
@@ -84,6 +85,9 @@ _ALL: list[ApiSpec] = [
     admin.INCREMENTAL_ALTER_CONFIGS,
     admin.CREATE_PARTITIONS,
     groups.DELETE_GROUPS,
+    replicas.ELECT_LEADERS,
+    replicas.ALTER_PARTITION_REASSIGNMENTS,
+    replicas.LIST_PARTITION_REASSIGNMENTS,
     metadata.DESCRIBE_CLUSTER,
     controller.ALTER_PARTITION,
     controller.BROKER_REGISTRATION,

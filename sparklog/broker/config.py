@@ -163,6 +163,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ("auto.leader.rebalance.enable", "boolean", "true",
      "Move leadership back to the preferred (first) replica when it is in the ISR."),
     ("leader.imbalance.check.interval.seconds", "long", "300", "How often that check runs."),
+    ("leader.imbalance.per.broker.percentage", "int", "10",
+     "Rebalance a broker's leaderships when more than this share of them is elsewhere."),
     ("remote.storage.url", "string", None, "fsspec URL for tiered segments (later)."),
 )
 

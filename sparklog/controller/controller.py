@@ -24,7 +24,14 @@ from sparklog.broker.metadata_cache import (
     fence_record,
     unfence_record,
 )
-from sparklog.controller.election import with_returning_broker, without_broker
+from sparklog.controller.election import (
+    PREFERRED_ELECTION,
+    UNCLEAN_ELECTION,
+    preferred_election,
+    unclean_election,
+    with_returning_broker,
+    without_broker,
+)
 from sparklog.controller.metadata import (
     METADATA_DIR_NAME,
     MetadataLog,
@@ -32,14 +39,17 @@ from sparklog.controller.metadata import (
     new_topic_id,
 )
 from sparklog.protocol.errors import (
+    ErrorCode,
     InvalidPartitionsError,
     InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
     InvalidRequestError,
     InvalidTopicError,
+    KafkaError,
     StaleBrokerEpochError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
+    error_for_code,
 )
 from sparklog.protocol.topic_names import validate_topic_name
 from sparklog.storage.checkpoints import topic_id_to_str
@@ -230,6 +240,73 @@ class Controller:
                                 p.topic, p.partition, new.leader, p.isr)
                 out.append(new.to_record())
         return out
+
+    # -- elections on demand and leader balance -------------------------------------------
+
+    def elect_leaders(self, election_type: int,
+                      partitions: Mapping[str, Sequence[int]] | None = None
+                      ) -> dict[tuple[str, int], KafkaError | None]:
+        """ElectLeaders: ``election_type`` 0 (preferred replica) or 1 (unclean: only for
+        partitions without a leader). ``partitions`` None means every partition; then the
+        answer leaves out those that needed no election, as Kafka does. Returns each
+        partition's error (None: elected)."""
+        if election_type not in (PREFERRED_ELECTION, UNCLEAN_ELECTION):
+            raise InvalidRequestError(f"unknown election type {election_type}")
+        every = partitions is None
+        wanted = ({t.name: sorted(t.partitions) for t in self.image.topics.values()}
+                  if partitions is None else partitions)
+        results: dict[tuple[str, int], KafkaError | None] = {}
+        records: list[MetadataRecord] = []
+        for name, indexes in wanted.items():
+            topic = self.image.topics.get(name)
+            for index in indexes:
+                p = topic.partitions.get(index) if topic is not None else None
+                if p is None:
+                    results[(name, index)] = UnknownTopicOrPartitionError(
+                        f"{name}-{index} does not exist")
+                    continue
+                if election_type == PREFERRED_ELECTION:
+                    outcome = preferred_election(p, self.live_brokers)
+                else:
+                    outcome, unclean = unclean_election(p, self.live_brokers)
+                    if unclean and isinstance(outcome, PartitionInfo):
+                        log.warning("unclean leader election for %s-%d (ElectLeaders): broker "
+                                    "%d leads from outside the ISR %s; records only the old "
+                                    "ISR had are lost", name, index, outcome.leader, p.isr)
+                if isinstance(outcome, PartitionInfo):
+                    records.append(outcome.to_record())
+                    results[(name, index)] = None
+                elif not (every and outcome == ErrorCode.ELECTION_NOT_NEEDED):
+                    results[(name, index)] = error_for_code(outcome, f"{name}-{index}: "
+                                                            f"{outcome.name}")
+        self._commit(records)
+        return results
+
+    def rebalance_leaders(self, imbalance_percentage: int) -> int:
+        """``auto.leader.rebalance.enable``: for every broker whose share of partitions it
+        prefers (is first replica of) but does not lead exceeds ``imbalance_percentage``,
+        move those leaderships back to it where it is live and in the ISR. Returns how
+        many partitions moved."""
+        preferred: dict[int, list[PartitionInfo]] = {}
+        for topic in self.image.topics.values():
+            for p in topic.partitions.values():
+                preferred.setdefault(p.replicas[0], []).append(p)
+        records: list[MetadataRecord] = []
+        for broker, parts in preferred.items():
+            if broker not in self.live_brokers:
+                continue
+            off = [p for p in parts if p.leader != broker]
+            if not off or 100 * len(off) <= imbalance_percentage * len(parts):
+                continue
+            for p in off:
+                outcome = preferred_election(p, self.live_brokers)
+                if isinstance(outcome, PartitionInfo):
+                    records.append(outcome.to_record())
+        if records:
+            log.info("leader rebalance: %d partition(s) back on their preferred replica",
+                     len(records))
+        self._commit(records)
+        return len(records)
 
     def _unclean_allowed(self, topic: TopicInfo) -> bool:
         value = topic.configs.get("unclean.leader.election.enable")

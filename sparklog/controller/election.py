@@ -8,6 +8,8 @@ Invariants (Kafka's):
   partition has no leader (-1) until a member returns, so whoever leads next has every
   acknowledged record;
 - a clean election picks the first replica (preferred order) that is in the ISR and live;
+  a preferred election (on demand, ElectLeaders, or ``auto.leader.rebalance.enable``)
+  moves leadership to the first replica only when it is live and in the ISR;
 - an unclean election (only when ``unclean.leader.election.enable``) picks the first live
   replica outside the ISR, which then is the whole ISR: records only the old ISR had are
   lost, which is why the controller logs a warning;
@@ -20,10 +22,14 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from sparklog.broker.metadata_cache import PartitionInfo
+from sparklog.protocol.errors import ErrorCode
 
-__all__ = ["NO_LEADER", "changed", "without_broker", "with_returning_broker"]
+__all__ = ["NO_LEADER", "PREFERRED_ELECTION", "UNCLEAN_ELECTION", "changed", "preferred_election", "unclean_election", "with_returning_broker",
+           "without_broker"]
 
 NO_LEADER = -1
+# ElectLeaders' election types
+PREFERRED_ELECTION, UNCLEAN_ELECTION = 0, 1
 
 
 def changed(p: PartitionInfo, leader: int, isr: list[int]) -> PartitionInfo | None:
@@ -65,3 +71,30 @@ def with_returning_broker(p: PartitionInfo, node_id: int, *,
     if unclean:
         return changed(p, node_id, [node_id]), True
     return None, False
+
+
+def preferred_election(p: PartitionInfo, live: Collection[int]) -> PartitionInfo | ErrorCode:
+    """Leadership back to the preferred (first) replica when it is live and in the ISR."""
+    preferred = p.replicas[0]
+    if p.leader == preferred:
+        return ErrorCode.ELECTION_NOT_NEEDED
+    if preferred not in live or preferred not in p.isr:
+        return ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+    new = changed(p, preferred, list(p.isr))
+    assert new is not None
+    return new
+
+
+def unclean_election(p: PartitionInfo, live: Collection[int]) -> tuple[PartitionInfo | ErrorCode,
+                                                                       bool]:
+    """A leaderless partition elects a live ISR member, else (unclean: the second value
+    says so) the first live replica, which becomes the whole ISR."""
+    if p.leader != NO_LEADER:
+        return ErrorCode.ELECTION_NOT_NEEDED, False
+    for candidates, unclean in ((p.isr, False), (p.replicas, True)):
+        leader = next((r for r in p.replicas if r in candidates and r in live), NO_LEADER)
+        if leader != NO_LEADER:
+            new = changed(p, leader, [leader] if unclean else list(p.isr))
+            assert new is not None
+            return new, unclean
+    return ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, False

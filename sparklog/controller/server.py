@@ -70,7 +70,7 @@ class ControllerServer:
         self.stream: MetadataStream | None = None
         self.server: KafkaServer | None = None
         self._locks: LogDirLocks | None = None
-        self._sessions_task: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
         self._handlers: dict[int, tuple[int, int, ControllerHandler]] = {
             ApiKey.API_VERSIONS: (0, 3, self._api_versions),
             ApiKey.FETCH: (12, 12, self._fetch),
@@ -103,16 +103,18 @@ class ControllerServer:
             max_request_bytes=int(self.config.get("socket.request.max.bytes")),
             connections_max_idle_ms=int(self.config.get("connections.max.idle.ms")))
         await self.server.start()
-        self._sessions_task = loop.create_task(self._check_sessions())
+        self._tasks.append(loop.create_task(self._check_sessions()))
+        if self.config.get("auto.leader.rebalance.enable"):
+            self._tasks.append(loop.create_task(self._rebalance_leaders()))
         log.info("sparklog controller %d started: %s:%d (controller epoch %d), metadata in %s",
                  self.node_id, host, self.server.port, epoch, self.controller.metadata_dir)
 
     async def shutdown(self) -> None:
-        if self._sessions_task is not None:
-            self._sessions_task.cancel()
+        for task in self._tasks:
+            task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._sessions_task
-            self._sessions_task = None
+                await task
+        self._tasks = []
         if self.server is not None:
             if self.stream is not None:
                 self.stream.wake()  # long-polling fetches answer now, not at their timeout
@@ -130,6 +132,13 @@ class ControllerServer:
         while True:
             await asyncio.sleep(period)
             self.controller.check_sessions(loop.time())
+
+    async def _rebalance_leaders(self) -> None:
+        period = int(self.config.get("leader.imbalance.check.interval.seconds"))
+        percentage = int(self.config.get("leader.imbalance.per.broker.percentage"))
+        while True:
+            await asyncio.sleep(period)
+            self.controller.rebalance_leaders(percentage)
 
     # -- requests -----------------------------------------------------------------------
 

@@ -9,7 +9,11 @@ import pytest
 
 from sparklog.broker.metadata_cache import MetadataCache
 from sparklog.controller import Controller
-from sparklog.protocol.errors import InvalidReplicationFactorError, StaleBrokerEpochError
+from sparklog.protocol.errors import (
+    ErrorCode,
+    InvalidReplicationFactorError,
+    StaleBrokerEpochError,
+)
 
 
 def _cluster(tmp_path, brokers=(1, 2, 3), **kw) -> tuple[Controller, MetadataCache, dict[int, int]]:
@@ -127,4 +131,48 @@ def test_controlled_shutdown_moves_leaderships_first(tmp_path):
         assert p.leader != 1 and 1 not in p.isr
     assert 1 not in cache.live_brokers
     assert c.check_sessions(now=100.0) == [2, 3]  # no heartbeat session left for 1
+    c.close()
+
+
+def test_preferred_election_on_demand_and_by_rebalance(tmp_path):
+    c, cache, epochs = _cluster(tmp_path)
+    c.create_topic("t", 3, 3)  # preferred leaders 1, 2, 3
+    c.fence_broker(1, "test")
+    assert c.image.topics["t"].partitions[0].leader == 2
+    c.heartbeat(1, epochs[1], now=0.5)  # back, but not in the ISR yet
+    res = c.elect_leaders(0, {"t": [0, 1, 9]})
+    assert res[("t", 0)].error_code == ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+    assert res[("t", 1)].error_code == ErrorCode.ELECTION_NOT_NEEDED
+    assert res[("t", 9)].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    # the ISR grows back (what a leader's AlterPartition does); then 1 may lead again
+    p = c.image.topics["t"].partitions[0]
+    c._commit([{**p.to_record(), "isr": [2, 3, 1], "partition_epoch": p.partition_epoch + 1}])
+    assert c.elect_leaders(0, None) == {("t", 0): None}  # all partitions: only the changed
+    p = c.image.topics["t"].partitions[0]
+    assert (p.leader, p.leader_epoch) == (1, 2) and cache.topic("t").partitions[0] == p
+
+    c.fence_broker(3, "test")
+    c.heartbeat(3, epochs[3], now=0.6)
+    p = c.image.topics["t"].partitions[2]
+    c._commit([{**p.to_record(), "isr": [1, 2, 3], "partition_epoch": p.partition_epoch + 1}])
+    assert c.rebalance_leaders(imbalance_percentage=100) == 0  # 1 of 1 off is not > 100 %
+    assert c.rebalance_leaders(imbalance_percentage=10) == 1
+    assert [p.leader for p in c.image.topics["t"].partitions.values()] == [1, 2, 3]
+    c.close()
+
+
+def test_unclean_election_on_demand(tmp_path, caplog):
+    c, _, epochs = _cluster(tmp_path, brokers=(1, 2))
+    c.create_topic("t", 1, 2)
+    c.fence_broker(2, "test")
+    c.fence_broker(1, "test")
+    assert c.elect_leaders(1, {"t": [0]})[("t", 0)].error_code \
+        == ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
+    c.heartbeat(2, epochs[2], now=0.5)
+    with caplog.at_level(logging.WARNING, logger="sparklog.controller.controller"):
+        assert c.elect_leaders(1, {"t": [0]}) == {("t", 0): None}
+    p = c.image.topics["t"].partitions[0]
+    assert (p.leader, p.isr) == (2, [2])
+    assert "unclean leader election for t-0" in caplog.text
+    assert c.elect_leaders(1, {"t": [0]})[("t", 0)].error_code == ErrorCode.ELECTION_NOT_NEEDED
     c.close()

@@ -21,6 +21,7 @@ from typing import Protocol
 
 from sparklog.broker.metadata_cache import MetadataRecord, TopicInfo
 from sparklog.broker.producer_ids import ProducerIdBlocks
+from sparklog.protocol.errors import KafkaError
 
 __all__ = ["ControllerChannel", "MetadataListener"]
 
@@ -66,6 +67,13 @@ class ControllerChannel(ProducerIdBlocks, Protocol):
 
     def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
         """Replace the topic's config overrides with ``configs``."""
+        ...
+
+    def elect_leaders(self, election_type: int,
+                      partitions: Mapping[str, Sequence[int]] | None = None
+                      ) -> dict[tuple[str, int], KafkaError | None]:
+        """ElectLeaders: 0 preferred replica, 1 unclean; None = every partition. Each
+        partition's error, None where a leader was elected."""
         ...
 
     def set_broker_configs(self, entity: str, configs: Mapping[str, str]) -> None:

@@ -460,6 +460,19 @@ class RpcControllerChannel:
             raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
         return info
 
+    def elect_leaders(self, election_type: int,
+                      partitions: Mapping[str, Sequence[int]] | None = None
+                      ) -> dict[tuple[str, int], KafkaError | None]:
+        cls = API_BY_KEY[ApiKey.ELECT_LEADERS].request
+        resp = self._write(cls(election_type=election_type, topic_partitions=None
+                               if partitions is None else [
+                                   cls.TopicPartitions(topic=t, partitions=list(ps))
+                                   for t, ps in partitions.items()]))
+        _raise_for(resp.error_code, "ElectLeaders")
+        return {(t.topic, p.partition_id): error_for_code(p.error_code, p.error_message)
+                if p.error_code else None
+                for t in resp.replica_election_results for p in t.partition_result}
+
     def _alter_configs(self, resource_type: int, name: str, configs: Mapping[str, str]) -> None:
         cls = API_BY_KEY[ApiKey.ALTER_CONFIGS].request.AlterConfigsResource
         resp = self._write(_request(ApiKey.ALTER_CONFIGS, resources=[cls(

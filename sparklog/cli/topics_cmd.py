@@ -19,8 +19,9 @@ _CONFIG_HELP = "topic config override, e.g. retention.ms=86400000 (repeatable)"
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    p, sub = action_parsers(subparsers, "topics", help="create, list, describe, alter, delete topics",
-                           description="Manage topics (like kafka-topics.sh).")
+    p, sub = action_parsers(subparsers, "topics",
+                            help="create, list, describe, alter, delete topics, elect leaders",
+                            description="Manage topics (like kafka-topics.sh).")
 
     c = sub.add_parser("create", help="create a topic")
     add_common(c)
@@ -61,6 +62,22 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     a.add_argument("--delete-config", action="extend", nargs="+", default=[], metavar="KEY",
                    help="remove a config override, back to the default (repeatable)")
     a.set_defaults(func=wrap(_alter))
+
+    e = sub.add_parser(
+        "elect-leaders", help="elect partition leaders (like kafka-leader-election.sh)",
+        description="Move leadership to each partition's preferred replica (the first one, "
+                    "when it is live and in the ISR), or, with --election-type unclean, elect "
+                    "a leader for partitions that have none (possibly losing records).")
+    add_common(e)
+    target = e.add_mutually_exclusive_group(required=True)
+    target.add_argument("--topic", default=None, help="the topic whose partitions to elect")
+    target.add_argument("--all-topic-partitions", action="store_true",
+                        help="every partition of every topic")
+    e.add_argument("--partition", type=int, default=None,
+                   help="only this partition of --topic")
+    e.add_argument("--election-type", choices=["preferred", "unclean"], default="preferred",
+                   type=str.lower, help="preferred (default) or unclean")
+    e.set_defaults(func=wrap(_elect_leaders))
 
     x = sub.add_parser("delete", help="delete a topic")
     add_common(x)
@@ -172,6 +189,40 @@ def _alter(args: argparse.Namespace) -> int:
             admin.alter_configs(args.topic, configs)
             print(f"Completed updating config for topic {args.topic}.")
     return 0
+
+
+def _elect_leaders(args: argparse.Namespace) -> int:
+    """kafka-leader-election.sh's report: the partitions elected, those that already had
+    the right leader, and each failure; exit 1 when any failed."""
+    from sparklog.protocol.errors import ErrorCode
+
+    if args.partition is not None and args.topic is None:
+        raise UsageError("--partition needs --topic")
+    kind = args.election_type.upper()
+    with admin_client(args) as admin:
+        partitions = None
+        if args.topic is not None:
+            md = admin.describe_topics([args.topic])[args.topic]
+            partitions = {args.topic: [args.partition] if args.partition is not None
+                          else sorted(md.partitions)}
+        results = admin.elect_leaders(1 if kind == "UNCLEAN" else 0, partitions)
+    done = sorted(tp for tp, err in results.items() if err is None)
+    already = sorted(tp for tp, err in results.items()
+                     if err is not None and err.error_code == ErrorCode.ELECTION_NOT_NEEDED)
+    failed = sorted((tp, err) for tp, err in results.items()
+                    if err is not None and err.error_code != ErrorCode.ELECTION_NOT_NEEDED)
+    if done:
+        print(f"Successfully completed leader election ({kind}) for partitions "
+              + ", ".join(f"{tp.topic}-{tp.partition}" for tp in done))
+    if already:
+        print("Valid replica already elected for partitions "
+              + ", ".join(f"{tp.topic}-{tp.partition}" for tp in already))
+    for tp, err in failed:
+        print(f"Error completing leader election ({kind}) for partition: "
+              f"{tp.topic}-{tp.partition}: {err}")
+    if not results:
+        print(f"No partition needed a leader election ({kind})")
+    return 1 if failed else 0
 
 
 def _delete(args: argparse.Namespace) -> int:

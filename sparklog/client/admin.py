@@ -33,6 +33,7 @@ from sparklog.protocol.messages.groups import (
     ListGroupsRequest,
 )
 from sparklog.protocol.messages.metadata import DescribeClusterRequest
+from sparklog.protocol.messages.replicas import ElectLeadersRequest
 from sparklog.protocol.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -210,6 +211,31 @@ class AdminClient(SyncClient):
             self._client.invalidate()
 
         self._call(go(), timeout_ms)
+
+    # ------------------------------------------------------------------ leaders
+
+    def elect_leaders(self, election_type: int = 0,
+                      partitions: dict[str, list[int]] | None = None,
+                      timeout_ms: int = 30000) -> dict[TopicPartition, KafkaError | None]:
+        """ElectLeaders: ``election_type`` 0 (preferred replica) or 1 (unclean), for
+        ``partitions`` or (None) every partition, where Kafka then reports only those that
+        needed an election. Each partition's error, None where a leader was elected."""
+        req = ElectLeadersRequest(election_type=election_type, timeout_ms=timeout_ms,
+                                  topic_partitions=None if partitions is None else [
+                                      ElectLeadersRequest.TopicPartitions(topic=t,
+                                                                          partitions=list(ps))
+                                      for t, ps in partitions.items()])
+
+        async def go() -> dict[TopicPartition, KafkaError | None]:
+            resp = await self._client.send_controller(req, timeout_ms=timeout_ms + 5000)
+            if resp.error_code:
+                raise error_for_code(resp.error_code, "ElectLeaders")
+            self._client.invalidate()
+            return {TopicPartition(t.topic, p.partition_id):
+                    error_for_code(p.error_code, p.error_message) if p.error_code else None
+                    for t in resp.replica_election_results for p in t.partition_result}
+
+        return self._call(go(), timeout_ms)
 
     # ------------------------------------------------------------------ configs
 

@@ -26,6 +26,7 @@ from typing import Any
 
 from sparklog.broker.config import BrokerConfig
 from sparklog.broker.dispatch import encode_response, error_response
+from sparklog.broker.handlers.leaders import election_response, requested_partitions
 from sparklog.broker.handlers.topics import per_topic_results
 from sparklog.broker.metadata_wire import METADATA_TOPIC
 from sparklog.broker.server import CloseConnection, Connection, KafkaServer
@@ -80,6 +81,7 @@ class ControllerServer:
             ApiKey.ALTER_CONFIGS: (0, 2, self._alter_configs),
             ApiKey.ALTER_PARTITION: (0, 3, self._alter_partition),
             ApiKey.DESCRIBE_CLUSTER: (0, 2, self._describe_cluster),
+            ApiKey.ELECT_LEADERS: (0, 2, self._elect_leaders),
             ApiKey.BROKER_REGISTRATION: (0, 4, self._broker_registration),
             ApiKey.BROKER_HEARTBEAT: (0, 1, self._broker_heartbeat),
             ApiKey.ALLOCATE_PRODUCER_IDS: (0, 0, self._allocate_producer_ids),
@@ -300,6 +302,11 @@ class ControllerServer:
             out.append(resp.AlterConfigsResourceResponse(
                 resource_type=r.resource_type, resource_name=r.resource_name, **fields))
         return resp(throttle_time_ms=0, responses=out)
+
+    async def _elect_leaders(self, request: TopLevel, version: int) -> TopLevel:
+        election_type = request.election_type if version >= 1 else 0
+        return election_response(self.controller.elect_leaders(
+            election_type, requested_partitions(request)))
 
     async def _describe_cluster(self, request: TopLevel, version: int) -> TopLevel:
         resp = API_BY_KEY[ApiKey.DESCRIBE_CLUSTER].response

@@ -113,6 +113,15 @@ def test_sigterm_is_a_controlled_shutdown(local_cluster: ClusterProcesses):
     log = local_cluster.controller.log_path.read_text()
     assert "broker 3 fenced (controlled shutdown)" in log
 
+    # back with the same node.id: live, but out of the ISR until it has caught up, so a
+    # preferred election (forwarded to the controller) cannot give it its partition back
+    local_cluster.brokers[3].start()
+    wait_for(lambda: 3 in _brokers(bs1), timeout=20, what="broker 3 back")
+    res = run("topics", "elect-leaders", "--topic", "leave", "--bootstrap-server", bs1)
+    assert res.returncode == 1
+    assert "Valid replica already elected for partitions leave-0, leave-1" in res.stdout
+    assert "Error completing leader election (PREFERRED) for partition: leave-2" in res.stdout
+
 
 def test_controller_restart_brokers_resync(local_cluster: ClusterProcesses):
     bs = local_cluster.bootstrap_servers

@@ -16,7 +16,7 @@ from sparklog.cli.client_common import DEFAULT_BOOTSTRAP, client_config
 from sparklog.cli.main import build_parser, main
 from tests.helpers.batches import make_batch
 
-COMMANDS = ["configs", "consume", "dump-log", "groups", "offsets", "perf", "produce", "server", "topics"]
+COMMANDS = ["cluster", "configs", "consume", "dump-log", "groups", "offsets", "perf", "produce", "server", "topics"]
 
 # the shortest valid command line of every client subcommand (they all take add_common's flags)
 CLIENT_COMMANDS = [
@@ -35,6 +35,7 @@ CLIENT_COMMANDS = [
     ["perf", "produce", "--topic", "t", "--num-records", "1", "--record-size", "1"],
     ["perf", "consume", "--topic", "t", "--messages", "1"],
     ["configs", "--entity-type", "topics", "--entity-name", "t", "--describe"],
+    ["cluster", "describe"],
 ]
 
 # (command line, what argparse's one-line error says about it): exit code 2

@@ -109,7 +109,7 @@ HANDLER_MODULES = (
     "sparklog.broker.handlers.records",
     "sparklog.broker.handlers.producer_id",
     "sparklog.broker.handlers.cluster",
-    "sparklog.broker.handlers.leaders",
+    "sparklog.broker.handlers.replicas",
     "sparklog.broker.handlers.groups",
 )
 

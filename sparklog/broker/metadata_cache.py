@@ -42,6 +42,10 @@ def fence_record(node_id: int) -> MetadataRecord:
 
 @dataclass
 class PartitionInfo:
+    """One partition's record. During a reassignment ``replicas`` holds the target replicas
+    and the ones being removed (``adding_replicas`` are among the targets,
+    ``removing_replicas`` are not); both lists are empty otherwise."""
+
     topic: str
     partition: int
     replicas: list[int]
@@ -49,11 +53,23 @@ class PartitionInfo:
     leader: int
     leader_epoch: int = 0
     partition_epoch: int = 0
+    adding_replicas: list[int] = field(default_factory=list)
+    removing_replicas: list[int] = field(default_factory=list)
 
     def to_record(self) -> MetadataRecord:
-        return {"type": "partition", "topic": self.topic, "partition": self.partition,
-                "replicas": self.replicas, "isr": self.isr, "leader": self.leader,
-                "leader_epoch": self.leader_epoch, "partition_epoch": self.partition_epoch}
+        rec: MetadataRecord = {
+            "type": "partition", "topic": self.topic, "partition": self.partition,
+            "replicas": self.replicas, "isr": self.isr, "leader": self.leader,
+            "leader_epoch": self.leader_epoch, "partition_epoch": self.partition_epoch}
+        if self.adding_replicas or self.removing_replicas:
+            rec["adding_replicas"] = self.adding_replicas
+            rec["removing_replicas"] = self.removing_replicas
+        return rec
+
+    @property
+    def target_replicas(self) -> list[int]:
+        """Where the partition is going: its replicas without those being removed."""
+        return [r for r in self.replicas if r not in self.removing_replicas]
 
 
 @dataclass
@@ -114,7 +130,8 @@ class MetadataImage:
                 return
             t.partitions[rec["partition"]] = PartitionInfo(
                 rec["topic"], rec["partition"], list(rec["replicas"]), list(rec["isr"]),
-                rec["leader"], rec.get("leader_epoch", 0), rec.get("partition_epoch", 0))
+                rec["leader"], rec.get("leader_epoch", 0), rec.get("partition_epoch", 0),
+                list(rec.get("adding_replicas", ())), list(rec.get("removing_replicas", ())))
         elif kind == "config":
             t = self.topics.get(rec["topic"])
             if t is not None:

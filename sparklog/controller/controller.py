@@ -24,6 +24,7 @@ from sparklog.broker.metadata_cache import (
     fence_record,
     unfence_record,
 )
+from sparklog.controller import reassignment
 from sparklog.controller.election import (
     PREFERRED_ELECTION,
     UNCLEAN_ELECTION,
@@ -142,6 +143,19 @@ class Controller:
             self._log.append(*records)
         if session or records:
             self._publish((session or []) + records)
+        # a partition change may finish a reassignment (its targets all in the ISR now)
+        finished = []
+        for rec in records:
+            if rec.get("type") == "partition" and (rec.get("adding_replicas")
+                                                   or rec.get("removing_replicas")):
+                p = self.image.topics[rec["topic"]].partitions[rec["partition"]]
+                done = reassignment.complete(p, self.live_brokers)
+                if done is not None:
+                    log.info("reassignment of %s-%d done: replicas %s", p.topic, p.partition,
+                             done.replicas)
+                    finished.append(done.to_record())
+        if finished:
+            self._commit(finished)
 
     def _publish(self, records: list[MetadataRecord]) -> None:
         for fn in self._listeners:
@@ -307,6 +321,60 @@ class Controller:
                      len(records))
         self._commit(records)
         return len(records)
+
+    # -- reassignment ---------------------------------------------------------------------
+
+    def alter_partition_reassignments(
+            self, targets: Mapping[tuple[str, int], Sequence[int] | None]
+    ) -> dict[tuple[str, int], KafkaError | None]:
+        """AlterPartitionReassignments: move each partition to its target replicas, or
+        (None) cancel its ongoing reassignment. Each partition's error, None when accepted."""
+        results: dict[tuple[str, int], KafkaError | None] = {}
+        records: list[MetadataRecord] = []
+        for (name, index), target in targets.items():
+            topic = self.image.topics.get(name)
+            p = topic.partitions.get(index) if topic is not None else None
+            try:
+                if p is None:
+                    raise UnknownTopicOrPartitionError(f"{name}-{index} does not exist")
+                if target is None:
+                    if not (p.adding_replicas or p.removing_replicas):
+                        raise error_for_code(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
+                                             f"no reassignment of {name}-{index} to cancel")
+                    new = reassignment.cancel(p, self.live_brokers)
+                else:
+                    self._check_reassignment_target(target)
+                    new = reassignment.start(p, target, self.live_brokers)
+            except KafkaError as exc:
+                results[(name, index)] = exc
+                continue
+            records.append(new.to_record())
+            results[(name, index)] = None
+            log.info("reassignment of %s-%d: %s", name, index,
+                     "cancelled" if target is None else f"to {list(target)}")
+        self._commit(records)
+        return results
+
+    def _check_reassignment_target(self, target: Sequence[int]) -> None:
+        if not target or len(set(target)) != len(target):
+            raise InvalidReplicaAssignmentError(f"invalid replica list {list(target)}")
+        unknown = [b for b in target if b not in self.image.brokers]
+        if unknown:
+            raise InvalidReplicaAssignmentError(f"unknown broker ids {unknown}")
+
+    def list_partition_reassignments(self, partitions: Mapping[str, Sequence[int]] | None = None
+                                     ) -> list[PartitionInfo]:
+        """The partitions being reassigned (of ``partitions``, or all)."""
+        out = []
+        for topic in self.image.topics.values():
+            wanted = None if partitions is None else partitions.get(topic.name)
+            if partitions is not None and wanted is None:
+                continue
+            for p in topic.partitions.values():
+                if (p.adding_replicas or p.removing_replicas) and (
+                        wanted is None or p.partition in wanted):
+                    out.append(p)
+        return out
 
     def _unclean_allowed(self, topic: TopicInfo) -> bool:
         value = topic.configs.get("unclean.leader.election.enable")

@@ -37,7 +37,8 @@ def changed(p: PartitionInfo, leader: int, isr: list[int]) -> PartitionInfo | No
     if leader == p.leader and isr == p.isr:
         return None
     return PartitionInfo(p.topic, p.partition, list(p.replicas), isr, leader,
-                         p.leader_epoch + (leader != p.leader), p.partition_epoch + 1)
+                         p.leader_epoch + (leader != p.leader), p.partition_epoch + 1,
+                         list(p.adding_replicas), list(p.removing_replicas))
 
 
 def without_broker(p: PartitionInfo, node_id: int, live: Collection[int], *,

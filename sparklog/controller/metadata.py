@@ -18,7 +18,8 @@ via write-temp + fsync + rename.
 Record types (``"type"``): ``cluster`` (cluster_id), ``broker`` (node_id, host, port, rack, epoch: the broker epoch of
 that registration),
 ``topic`` (name, topic_id hex, configs, internal), ``partition`` (topic, partition,
-replicas, isr, leader, leader_epoch, partition_epoch), ``config`` (topic, configs: the full
+replicas, isr, leader, leader_epoch, partition_epoch; during a reassignment also
+adding_replicas and removing_replicas), ``config`` (topic, configs: the full
 override map), ``remove_topic`` (name), ``producer_ids`` (next: first id of the next
 unallocated block), ``broker_config`` (entity: a broker id, or "" for the cluster-wide
 default; configs: that entity's whole dynamic config map).

@@ -26,7 +26,7 @@ from typing import Any
 
 from sparklog.broker.config import BrokerConfig
 from sparklog.broker.dispatch import encode_response, error_response
-from sparklog.broker.handlers.leaders import election_response, requested_partitions
+from sparklog.broker.handlers.replicas import election_response, requested_partitions
 from sparklog.broker.handlers.topics import per_topic_results
 from sparklog.broker.metadata_wire import METADATA_TOPIC
 from sparklog.broker.server import CloseConnection, Connection, KafkaServer

@@ -76,6 +76,13 @@ class ControllerChannel(ProducerIdBlocks, Protocol):
         partition's error, None where a leader was elected."""
         ...
 
+    def alter_partition_reassignments(
+            self, targets: Mapping[tuple[str, int], Sequence[int] | None]
+    ) -> dict[tuple[str, int], KafkaError | None]:
+        """Move each partition to its target replicas, or (None) cancel its ongoing
+        reassignment; each partition's error, None where accepted."""
+        ...
+
     def set_broker_configs(self, entity: str, configs: Mapping[str, str]) -> None:
         """Replace the dynamic configs of ``entity`` (a broker id, or "" for the cluster
         default) with ``configs``."""

@@ -473,6 +473,21 @@ class RpcControllerChannel:
                 if p.error_code else None
                 for t in resp.replica_election_results for p in t.partition_result}
 
+    def alter_partition_reassignments(
+            self, targets: Mapping[tuple[str, int], Sequence[int] | None]
+    ) -> dict[tuple[str, int], KafkaError | None]:
+        cls = API_BY_KEY[ApiKey.ALTER_PARTITION_REASSIGNMENTS].request.ReassignableTopic
+        by_topic: dict[str, list[Any]] = {}
+        for (topic, partition), replicas in targets.items():
+            by_topic.setdefault(topic, []).append(cls.ReassignablePartition(
+                partition_index=partition, replicas=None if replicas is None else list(replicas)))
+        resp = self._write(_request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, topics=[
+            cls(name=t, partitions=ps) for t, ps in by_topic.items()]))
+        _raise_for(resp.error_code, resp.error_message)
+        return {(t.name, p.partition_index): error_for_code(p.error_code, p.error_message)
+                if p.error_code else None
+                for t in resp.responses for p in t.partitions}
+
     def _alter_configs(self, resource_type: int, name: str, configs: Mapping[str, str]) -> None:
         cls = API_BY_KEY[ApiKey.ALTER_CONFIGS].request.AlterConfigsResource
         resp = self._write(_request(ApiKey.ALTER_CONFIGS, resources=[cls(

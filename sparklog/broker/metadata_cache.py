@@ -17,7 +17,7 @@ state and never written to the metadata log.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -149,6 +149,19 @@ class MetadataImage:
                 self.topics_by_id.pop(t.topic_id, None)
         else:
             log.warning("metadata: unknown record type %r ignored", kind)
+
+    def reassigning(self, partitions: Mapping[str, Sequence[int]] | None = None
+                    ) -> list[PartitionInfo]:
+        """The partitions being reassigned (of ``partitions``, or all), by topic and index."""
+        out = []
+        for name, topic in sorted(self.topics.items()):
+            wanted = None if partitions is None else partitions.get(name)
+            if partitions is not None and wanted is None:
+                continue
+            out.extend(p for _, p in sorted(topic.partitions.items())
+                       if (p.adding_replicas or p.removing_replicas)
+                       and (wanted is None or p.partition in wanted))
+        return out
 
     def records(self) -> list[MetadataRecord]:
         """Records that recreate this image from nothing (a snapshot)."""

@@ -20,7 +20,8 @@ _CONFIG_HELP = "topic config override, e.g. retention.ms=86400000 (repeatable)"
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p, sub = action_parsers(subparsers, "topics",
-                            help="create, list, describe, alter, delete topics, elect leaders",
+                            help="create, list, describe, alter, delete topics; elect leaders, "
+                                 "reassign partitions",
                             description="Manage topics (like kafka-topics.sh).")
 
     c = sub.add_parser("create", help="create a topic")
@@ -78,6 +79,22 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     e.add_argument("--election-type", choices=["preferred", "unclean"], default="preferred",
                    type=str.lower, help="preferred (default) or unclean")
     e.set_defaults(func=wrap(_elect_leaders))
+
+    r = sub.add_parser(
+        "reassign", help="move a partition's replicas (like kafka-reassign-partitions.sh)",
+        description="Move a partition to new replicas: the new ones are added and catch up, "
+                    "then the old ones are dropped; or cancel an ongoing move, or list them.")
+    add_common(r)
+    r.add_argument("--topic", default=None, help="the topic of the partition")
+    r.add_argument("--partition", type=int, default=None, help="the partition to move")
+    what = r.add_mutually_exclusive_group(required=True)
+    what.add_argument("--replicas", type=_broker_ids, default=None, metavar="ID,ID,...",
+                      help="the new replica list, preferred leader first")
+    what.add_argument("--cancel", action="store_true",
+                      help="cancel the partition's ongoing reassignment")
+    what.add_argument("--list", action="store_true",
+                      help="list ongoing reassignments (of --topic, or all)")
+    r.set_defaults(func=wrap(_reassign))
 
     x = sub.add_parser("delete", help="delete a topic")
     add_common(x)
@@ -223,6 +240,47 @@ def _elect_leaders(args: argparse.Namespace) -> int:
     if not results:
         print(f"No partition needed a leader election ({kind})")
     return 1 if failed else 0
+
+
+def _broker_ids(text: str) -> list[int]:
+    try:
+        ids = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expects broker ids like 1,2,3, got {text!r}") \
+            from None
+    if not ids:
+        raise argparse.ArgumentTypeError("expects at least one broker id")
+    return ids
+
+
+def _reassign(args: argparse.Namespace) -> int:
+    """kafka-reassign-partitions.sh's messages for --execute, --cancel and --list."""
+    from sparklog.client import TopicPartition
+
+    with admin_client(args) as admin:
+        if args.list:
+            ongoing = admin.list_partition_reassignments(
+                None if args.topic is None else {args.topic: sorted(
+                    admin.describe_topics([args.topic])[args.topic].partitions)})
+            print("Current partition reassignments:" if ongoing
+                  else "No partition reassignments found.")
+            for tp, r in sorted(ongoing.items()):
+                print(f"{tp.topic}-{tp.partition}: replicas: {','.join(map(str, r.replicas))}."
+                      f" adding: {','.join(map(str, r.adding_replicas))}."
+                      f" removing: {','.join(map(str, r.removing_replicas))}.")
+            return 0
+        if args.topic is None or args.partition is None:
+            raise UsageError("--replicas and --cancel need --topic and --partition")
+        tp = TopicPartition(args.topic, args.partition)
+        err = admin.alter_partition_reassignments(
+            {tp: None if args.cancel else args.replicas})[tp]
+    name = f"{tp.topic}-{tp.partition}"
+    if err is not None:
+        raise CliError(f"Error {'cancelling' if args.cancel else 'reassigning'} partition "
+                       f"{name}: {err}")
+    print(f"Successfully {'cancelled' if args.cancel else 'started'} partition reassignment "
+          f"for {name}")
+    return 0
 
 
 def _delete(args: argparse.Namespace) -> int:

@@ -33,7 +33,11 @@ from sparklog.protocol.messages.groups import (
     ListGroupsRequest,
 )
 from sparklog.protocol.messages.metadata import DescribeClusterRequest
-from sparklog.protocol.messages.replicas import ElectLeadersRequest
+from sparklog.protocol.messages.replicas import (
+    AlterPartitionReassignmentsRequest,
+    ElectLeadersRequest,
+    ListPartitionReassignmentsRequest,
+)
 from sparklog.protocol.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -41,7 +45,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 __all__ = ["AdminClient", "NewTopic", "OffsetSpec", "ConfigEntry", "GroupDescription",
-           "MemberDescription", "ClusterDescription"]
+           "MemberDescription", "ClusterDescription", "PartitionReassignment"]
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
@@ -132,6 +136,16 @@ class ClusterDescription:
     # ids among ``brokers`` that are registered but fenced (only when asked for and the
     # broker serves DescribeCluster v2)
     fenced: frozenset[int] = frozenset()
+
+
+@dataclass
+class PartitionReassignment:
+    """An ongoing reassignment: all replicas (targets and those leaving), the ones being
+    added and the ones being removed."""
+
+    replicas: list[int]
+    adding_replicas: list[int]
+    removing_replicas: list[int]
 
 
 class AdminClient(SyncClient):
@@ -234,6 +248,50 @@ class AdminClient(SyncClient):
             return {TopicPartition(t.topic, p.partition_id):
                     error_for_code(p.error_code, p.error_message) if p.error_code else None
                     for t in resp.replica_election_results for p in t.partition_result}
+
+        return self._call(go(), timeout_ms)
+
+    def alter_partition_reassignments(self, targets: dict[TopicPartition, list[int] | None],
+                                      timeout_ms: int = 30000
+                                      ) -> dict[TopicPartition, KafkaError | None]:
+        """AlterPartitionReassignments: each partition's target replicas, or None to cancel
+        its ongoing reassignment. Each partition's error, None where accepted."""
+        cls = AlterPartitionReassignmentsRequest.ReassignableTopic
+        by_topic: dict[str, list[Any]] = {}
+        for tp, replicas in targets.items():
+            by_topic.setdefault(tp.topic, []).append(cls.ReassignablePartition(
+                partition_index=tp.partition, replicas=None if replicas is None else list(replicas)))
+        req = AlterPartitionReassignmentsRequest(timeout_ms=timeout_ms, topics=[
+            cls(name=t, partitions=ps) for t, ps in by_topic.items()])
+
+        async def go() -> dict[TopicPartition, KafkaError | None]:
+            resp = await self._client.send_controller(req, timeout_ms=timeout_ms + 5000)
+            if resp.error_code:
+                raise error_for_code(resp.error_code, resp.error_message)
+            self._client.invalidate()
+            return {TopicPartition(t.name, p.partition_index):
+                    error_for_code(p.error_code, p.error_message) if p.error_code else None
+                    for t in resp.responses for p in t.partitions}
+
+        return self._call(go(), timeout_ms)
+
+    def list_partition_reassignments(self, partitions: dict[str, list[int]] | None = None,
+                                     timeout_ms: int = 30000
+                                     ) -> dict[TopicPartition, PartitionReassignment]:
+        """ListPartitionReassignments: the ongoing reassignments (of ``partitions``, or all)."""
+        cls = ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics
+        req = ListPartitionReassignmentsRequest(timeout_ms=timeout_ms, topics=None
+                                                if partitions is None else [
+                                                    cls(name=t, partition_indexes=list(ps))
+                                                    for t, ps in partitions.items()])
+
+        async def go() -> dict[TopicPartition, PartitionReassignment]:
+            resp = await self._client.send_controller(req, timeout_ms=timeout_ms + 5000)
+            if resp.error_code:
+                raise error_for_code(resp.error_code, resp.error_message)
+            return {TopicPartition(t.name, p.partition_index): PartitionReassignment(
+                list(p.replicas), list(p.adding_replicas), list(p.removing_replicas))
+                for t in resp.topics for p in t.partitions}
 
         return self._call(go(), timeout_ms)
 

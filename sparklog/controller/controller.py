@@ -362,20 +362,6 @@ class Controller:
         if unknown:
             raise InvalidReplicaAssignmentError(f"unknown broker ids {unknown}")
 
-    def list_partition_reassignments(self, partitions: Mapping[str, Sequence[int]] | None = None
-                                     ) -> list[PartitionInfo]:
-        """The partitions being reassigned (of ``partitions``, or all)."""
-        out = []
-        for topic in self.image.topics.values():
-            wanted = None if partitions is None else partitions.get(topic.name)
-            if partitions is not None and wanted is None:
-                continue
-            for p in topic.partitions.values():
-                if (p.adding_replicas or p.removing_replicas) and (
-                        wanted is None or p.partition in wanted):
-                    out.append(p)
-        return out
-
     def _unclean_allowed(self, topic: TopicInfo) -> bool:
         value = topic.configs.get("unclean.leader.election.enable")
         if value is None:

@@ -5,7 +5,8 @@ Brokers in other processes reach it through their RPC ``ControllerChannel``
 (``sparklog.broker.controller_rpc``) with Kafka's messages: BrokerRegistration,
 BrokerHeartbeat, AllocateProducerIds, AlterPartition, and the topic and config writes a
 KRaft broker forwards (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs with the
-whole new config set). They read the metadata by fetching ``__cluster_metadata``-0
+whole new config set, ElectLeaders, AlterPartitionReassignments; ListPartitionReassignments
+too, for tools pointed at the controller). They read the metadata by fetching ``__cluster_metadata``-0
 (``MetadataStream``), long-polling for the next batch. DescribeCluster lists the brokers
 with their fenced state.
 
@@ -26,7 +27,14 @@ from typing import Any
 
 from sparklog.broker.config import BrokerConfig
 from sparklog.broker.dispatch import encode_response, error_response
-from sparklog.broker.handlers.replicas import election_response, requested_partitions
+from sparklog.broker.handlers.replicas import (
+    election_response,
+    listed_partitions,
+    reassignment_response,
+    reassignment_targets,
+    reassignments_listed,
+    requested_partitions,
+)
 from sparklog.broker.handlers.topics import per_topic_results
 from sparklog.broker.metadata_wire import METADATA_TOPIC
 from sparklog.broker.server import CloseConnection, Connection, KafkaServer
@@ -82,6 +90,8 @@ class ControllerServer:
             ApiKey.ALTER_PARTITION: (0, 3, self._alter_partition),
             ApiKey.DESCRIBE_CLUSTER: (0, 2, self._describe_cluster),
             ApiKey.ELECT_LEADERS: (0, 2, self._elect_leaders),
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0, self._alter_reassignments),
+            ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0, self._list_reassignments),
             ApiKey.BROKER_REGISTRATION: (0, 4, self._broker_registration),
             ApiKey.BROKER_HEARTBEAT: (0, 1, self._broker_heartbeat),
             ApiKey.ALLOCATE_PRODUCER_IDS: (0, 0, self._allocate_producer_ids),
@@ -307,6 +317,14 @@ class ControllerServer:
         election_type = request.election_type if version >= 1 else 0
         return election_response(self.controller.elect_leaders(
             election_type, requested_partitions(request)))
+
+    async def _alter_reassignments(self, request: TopLevel, version: int) -> TopLevel:
+        return reassignment_response(self.controller.alter_partition_reassignments(
+            reassignment_targets(request)))
+
+    async def _list_reassignments(self, request: TopLevel, version: int) -> TopLevel:
+        return reassignments_listed(self.controller.image.reassigning(
+            listed_partitions(request)))
 
     async def _describe_cluster(self, request: TopLevel, version: int) -> TopLevel:
         resp = API_BY_KEY[ApiKey.DESCRIBE_CLUSTER].response

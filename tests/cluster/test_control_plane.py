@@ -142,3 +142,33 @@ def test_controller_restart_brokers_resync(local_cluster: ClusterProcesses):
     more = make_messages(60, PARTITIONS, tag="after")
     ck_produce(bs, "after", more)
     _all_delivered(more, ck_consume(bs, "after", PARTITIONS, len(more)))
+
+
+def test_reassignment_is_forwarded_listed_cancelled(local_cluster: ClusterProcesses):
+    bs1 = local_cluster.brokers[1].bootstrap_servers
+    _create(bs1, "move", partitions=1, rf=1)
+    (source,) = _metadata(bs1, "move").topics["move"].partitions[0].replicas
+    target = next(n for n in (2, 3) if n != source)
+    # the target is registered but down, so it cannot catch up: the move stays ongoing
+    local_cluster.brokers[target].kill()
+    wait_for(lambda: target not in _brokers(bs1), timeout=SESSION_MS / 1000 + 10,
+             what="target fenced")
+    ok(run("topics", "reassign", "--topic", "move", "--partition", "0", "--replicas",
+           str(target), "--bootstrap-server", bs1))
+    assert ok(run("topics", "reassign", "--list", "--bootstrap-server", bs1)) == (
+        "Current partition reassignments:\n"
+        f"move-0: replicas: {target},{source}. adding: {target}. removing: {source}.\n")
+    p = _metadata(bs1, "move").topics["move"].partitions[0]
+    assert (p.replicas, p.isrs, p.leader) == ([target, source], [source], source)
+    ok(run("topics", "reassign", "--topic", "move", "--partition", "0", "--cancel",
+           "--bootstrap-server", bs1))
+    p = _metadata(bs1, "move").topics["move"].partitions[0]
+    assert (p.replicas, p.isrs, p.leader) == ([source], [source], source)
+
+    # a new order of in-sync replicas is done at once; the leader stays where it is
+    _create(bs1, "order", partitions=1, rf=2)
+    before = _metadata(bs1, "order").topics["order"].partitions[0]
+    ok(run("topics", "reassign", "--topic", "order", "--partition", "0", "--replicas",
+           ",".join(map(str, reversed(before.replicas))), "--bootstrap-server", bs1))
+    after = _metadata(bs1, "order").topics["order"].partitions[0]
+    assert after.replicas == list(reversed(before.replicas)) and after.leader == before.leader

@@ -33,15 +33,15 @@ def test_move_completes_when_the_targets_are_in_sync(tmp_path):
     p = c.image.topics["t"].partitions[0]
     assert (p.replicas, p.adding_replicas, p.removing_replicas, p.isr, p.leader) \
         == ([3, 2, 1], [3], [1], [1, 2], 1)
-    assert [q.partition for q in c.list_partition_reassignments()] == [0]
-    assert c.list_partition_reassignments({"other": [0]}) == []
+    assert [q.partition for q in c.image.reassigning()] == [0]
+    assert c.image.reassigning({"other": [0]}) == []
     _grow_isr(c, "t", 0, [1, 2, 3])  # 3 caught up: the reassignment completes by itself
     p = c.image.topics["t"].partitions[0]
     assert (p.replicas, p.adding_replicas, p.removing_replicas) == ([3, 2], [], [])
     # the leader was removed: the first target replica in the ISR leads, a new epoch
     assert (p.isr, p.leader, p.leader_epoch) == ([2, 3], 3, 1)
     assert cache.topic("t").partitions[0] == p
-    assert c.list_partition_reassignments() == []
+    assert c.image.reassigning() == []
     c.close()
     c2 = Controller(str(tmp_path), 0, embedded=False)  # durable, the new fields included
     c2.open()

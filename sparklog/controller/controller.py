@@ -1,11 +1,24 @@
-"""The single-node controller: owns cluster metadata changes and their validation.
+"""The controller: owns cluster metadata changes, their validation, broker liveness and
+leader elections.
 
-Every topic/partition/config change goes through here, is appended to the metadata log
-(durably) and only then published to listeners (each broker's metadata cache), so a broker
-never serves a partition the metadata could forget. The shape is the one a multi-broker
-controller extends: brokers register, partitions have replica lists, an ISR, a leader and
-a leader epoch that increases on every leadership change (clients fence stale leaders by
-it), and a partition epoch that increases on every change of the partition record.
+Every topic/partition/config/registration change goes through here, is appended to the
+metadata log (durably) and only then published to listeners (each broker's metadata cache,
+or a controller process's metadata stream), so a broker never serves a partition the
+metadata could forget. Liveness (which brokers are unfenced) is session state: published
+as fence/unfence records, never written to the log.
+
+Invariants:
+- a leader epoch is never reused: it grows by one on every leadership change, and the
+  partition epoch by one on every change of the partition record (both durable);
+- a broker epoch is never reused: every registration gets one larger than any before;
+- a partition's leader is a member of its ISR or -1, and the ISR is never empty, so the
+  next leader is chosen among replicas that had every acknowledged record (an unclean
+  election, only when enabled, is the logged exception);
+- a fenced broker leads nothing and is in no ISR it shares with another member;
+- a reassignment keeps the old replicas until every target replica is in the ISR.
+
+Broker sessions exist for brokers in other processes (``heartbeat``/``check_sessions``);
+the embedded broker lives and dies with the controller's process and has none.
 """
 
 from __future__ import annotations
@@ -70,9 +83,10 @@ def _unify(name: str) -> str:
 
 
 class Controller:
-    """Metadata owner for an embedded (single-process) cluster; it is also the in-process
-    form of the broker's ``ControllerChannel`` (the broker gets it from
-    ``sparklog.cluster.single_node`` and never imports this module)."""
+    """Metadata owner of a cluster. On the single node it is also the in-process form of
+    the broker's ``ControllerChannel`` (the broker gets it from
+    ``sparklog.cluster.single_node`` and never imports this module); in a controller
+    process ``ControllerServer`` serves it to brokers over the network."""
 
     def __init__(
         self,

@@ -10,7 +10,9 @@ config set, which is the channel's replace semantics). Metadata arrives by fetch
 Threads: the ``ControllerChannel`` methods are synchronous and called on the broker's
 event loop. The network side runs on the channel's own ``EventLoopThread``: the metadata
 fetch loop and the heartbeat loop live there, and a write blocks the broker's loop for its
-round trip (writes are rare: topic changes, producer-id blocks, ISR changes).
+round trip (writes are rare: topic changes, producer-id blocks, ISR changes): at most a
+couple of heartbeat intervals when the controller cannot be reached, after which the write
+fails with REQUEST_TIMED_OUT, which clients retry.
 
 Invariants:
 - listeners get every fetched record exactly once, in offset order, and only on the
@@ -58,6 +60,7 @@ from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.errors import (
     ErrorCode,
     KafkaError,
+    RequestTimedOutError,
     UnknownTopicOrPartitionError,
     UnsupportedVersionError,
     error_for_code,
@@ -98,6 +101,10 @@ class RpcControllerChannel:
         self.node_id = config.node_id
         self._heartbeat_s = int(config.get("broker.heartbeat.interval.ms")) / 1000
         self._timeout_s = max(30.0, int(config.get("broker.session.timeout.ms")) / 1000)
+        # a write (and its catch-up) blocks the broker's loop: when the controller cannot
+        # be reached within a couple of heartbeat intervals it fails with REQUEST_TIMED_OUT
+        # (clients retry) rather than stalling every other request for the full timeout
+        self._write_s = max(2.0, 2 * self._heartbeat_s)
         self._controlled_shutdown = bool(config.get("controlled.shutdown.enable"))
         self._thread: EventLoopThread | None = None
         self._broker_loop: asyncio.AbstractEventLoop | None = None
@@ -158,9 +165,10 @@ class RpcControllerChannel:
 
     # -- the network side (the channel's loop) -------------------------------------------
 
-    def _run(self, coro: Any) -> Any:
+    def _run(self, coro: Any, timeout_s: float | None = None) -> Any:
         assert self._thread is not None, "channel is not open"
-        return self._thread.run(coro, timeout=self._timeout_s + _FETCH_WAIT_MS / 1000)
+        return self._thread.run(coro, timeout=timeout_s if timeout_s is not None
+                                else self._timeout_s + _FETCH_WAIT_MS / 1000)
 
     def _spawn(self, coro: Any) -> concurrent.futures.Future[None]:
         assert self._thread is not None, "channel is not open"
@@ -225,7 +233,7 @@ class RpcControllerChannel:
                     raise
                 await asyncio.sleep(_RETRY_S)
 
-    async def _fetch_once(self, name: str, wait_ms: int) -> int:
+    async def _fetch_once(self, name: str, wait_ms: int, retry_s: float | None = None) -> int:
         """Fetch from the stream's next offset; returns the controller's end offset (-1
         when the stream must be read again from the start)."""
         with self._lock:
@@ -236,7 +244,8 @@ class RpcControllerChannel:
                            topic=METADATA_TOPIC, partitions=[topic.FetchPartition(
                                partition=0, current_leader_epoch=epoch, fetch_offset=offset,
                                partition_max_bytes=_FETCH_MAX_BYTES)])])
-        resp = await self._send(name, req, timeout_ms=int(self._timeout_s * 1000) + wait_ms)
+        resp = await self._send(name, req, retry_s=retry_s, timeout_ms=int(
+            (self._timeout_s if retry_s is None else retry_s) * 1000) + wait_ms)
         p = resp.responses[0].partitions[0]
         if p.error_code in _RELOAD:
             log.info("broker %d: the controller's metadata stream changed (%s): reading it "
@@ -312,7 +321,7 @@ class RpcControllerChannel:
     def _catch_up(self, *, deliver: bool = True) -> None:
         """Fetch until the stream's end as of now, then deliver what is pending."""
         while True:
-            end = self._run(self._fetch_once("rpc", 0))
+            end = self._run(self._fetch_once("rpc", 0, self._write_s), self._write_s + 1)
             with self._lock:
                 if end >= 0 and self._fetched >= end:
                     break
@@ -344,8 +353,13 @@ class RpcControllerChannel:
     # -- the channel's writes --------------------------------------------------------------
 
     def _write(self, request: TopLevel) -> Any:
-        resp = self._run(self._send("rpc", request))
-        self._catch_up()
+        try:
+            resp = self._run(self._send("rpc", request, timeout_ms=int(self._write_s * 1000),
+                                        retry_s=self._write_s), self._write_s + 1)
+            self._catch_up()
+        except (KafkaConnectionError, KafkaTimeoutError) as exc:
+            raise RequestTimedOutError(
+                f"the controller at {self.host}:{self.port} did not answer: {exc}") from None
         return resp
 
     def register_broker(self, node_id: int, host: str, port: int, rack: str | None = None) -> int:

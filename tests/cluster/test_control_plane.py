@@ -47,6 +47,15 @@ def _leaders(bs: str, topic: str) -> dict[int, int]:
     return {p.id: p.leader for p in _metadata(bs, topic).topics[topic].partitions.values()}
 
 
+def _controller_view(cluster: ClusterProcesses) -> tuple[set[int], frozenset[int]]:
+    """(registered brokers, fenced ones) as the controller itself answers DescribeCluster."""
+    from sparklog.client import AdminClient
+
+    with AdminClient({"bootstrap.servers": cluster.controller.bootstrap_servers}) as admin:
+        desc = admin.describe_cluster(include_fenced=True)
+    return {b.node_id for b in desc.brokers}, desc.fenced
+
+
 def _all_delivered(acked, read) -> None:
     report = delivery_report(acked, read)
     assert report and all(d == Delivery(0, 0, 0) for d in report.values()), report
@@ -130,7 +139,10 @@ def test_controller_restart_brokers_resync(local_cluster: ClusterProcesses):
     ck_produce(bs, "before", msgs)
     local_cluster.controller.kill()
     local_cluster.controller.start()
-    # brokers heartbeat the new controller (same broker epochs) and read its metadata again
+    # brokers heartbeat the new controller (same broker epochs: it knows them from its
+    # log) and are live again in its eyes, then read its metadata again
+    wait_for(lambda: _controller_view(local_cluster) == ({1, 2, 3}, frozenset()),
+             timeout=30, what="the controller sees every broker live")
     wait_for(lambda: all(_brokers(b.bootstrap_servers) == {1, 2, 3}
                          for b in local_cluster.brokers.values()),
              timeout=30, what="every broker sees every broker again")

@@ -6,6 +6,7 @@ cache follows to the controller's new picture."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from sparklog.broker.controller_rpc import RpcControllerChannel
 from sparklog.broker.metadata_cache import MetadataCache, MetadataRecord
 from sparklog.protocol.errors import (
     InvalidReplicationFactorError,
+    RequestTimedOutError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
@@ -116,6 +118,12 @@ def test_a_restarted_controller_is_reloaded_and_heartbeats_go_on(controller):
         epoch = ch.register_broker(1, "127.0.0.1", 1111)
         ch.create_topic("kept", 2, 1)
         controller.kill()
+        # a write while the controller is gone fails soon, as a retriable timeout, instead
+        # of holding the broker's loop (heartbeats every 200 ms: about 2 s)
+        started = time.monotonic()
+        with pytest.raises(RequestTimedOutError):
+            ch.create_topic("lost", 1, 1)
+        assert time.monotonic() - started < 6
         controller.start()
         # the channel reads the new controller's stream from its start; its heartbeats
         # (same broker epoch, durable in the metadata log) make the broker live again

@@ -6,12 +6,12 @@ The broker loads the controller's current records once when it starts and then a
 every published batch, in order, to this cache; handlers read topics, partitions, configs,
 ids, live brokers and the cluster id from here and never ask the controller. So a broker
 needs nothing but records to know the cluster, which is what a broker in another process
-than the controller will get over RPC.
+than the controller gets over RPC.
 
 ``MetadataImage`` (records applied in order) is the same for the controller, which rebuilds
-it from its durable log, and for this cache; the cache adds which brokers are live, which
-the controller publishes as ``unfence_broker`` / ``fence_broker`` records that are session
-state and never written to the metadata log.
+it from its durable log, and for this cache. Which brokers are live is part of it: the
+controller writes ``unfence_broker`` / ``fence_broker`` records (Kafka's
+Unfence/FenceBrokerRecord) as brokers register, heartbeat, miss their session or shut down.
 """
 
 from __future__ import annotations
@@ -31,12 +31,13 @@ MetadataRecord = dict[str, Any]
 
 
 def unfence_record(node_id: int) -> MetadataRecord:
-    """The broker ``node_id`` is live (registered): it may lead partitions clients use."""
+    """The broker ``node_id`` is live: it may lead partitions clients use."""
     return {"type": "unfence_broker", "node_id": node_id}
 
 
 def fence_record(node_id: int) -> MetadataRecord:
-    """The broker ``node_id`` is gone (unregistered)."""
+    """The broker ``node_id`` is fenced (stopped, or missed its session): clients do not
+    see it and it leads nothing."""
     return {"type": "fence_broker", "node_id": node_id}
 
 
@@ -104,6 +105,7 @@ class MetadataImage:
         self.brokers: dict[int, BrokerInfo] = {}
         # dynamic broker configs by entity: a broker id as a string, "" = cluster default
         self.broker_configs: dict[str, dict[str, str]] = {}
+        self.live_brokers: set[int] = set()  # registered and not fenced
         self.next_producer_id = 0
 
     def apply(self, rec: MetadataRecord) -> None:
@@ -141,6 +143,10 @@ class MetadataImage:
                 self.broker_configs[rec["entity"]] = dict(rec["configs"])
             else:
                 self.broker_configs.pop(rec["entity"], None)
+        elif kind == "unfence_broker":
+            self.live_brokers.add(rec["node_id"])
+        elif kind == "fence_broker":
+            self.live_brokers.discard(rec["node_id"])
         elif kind == "producer_ids":
             self.next_producer_id = max(self.next_producer_id, int(rec["next"]))
         elif kind == "remove_topic":
@@ -173,6 +179,7 @@ class MetadataImage:
         for b in self.brokers.values():
             out.append({"type": "broker", "node_id": b.node_id, "host": b.host, "port": b.port,
                         "rack": b.rack, "epoch": b.epoch})
+        out.extend(unfence_record(n) for n in sorted(self.live_brokers))
         for entity, configs in self.broker_configs.items():
             out.append({"type": "broker_config", "entity": entity, "configs": configs})
         for t in self.topics.values():
@@ -182,28 +189,25 @@ class MetadataImage:
 
 
 class MetadataCache:
-    """What the broker knows of the cluster: an image of the published records plus the live
-    brokers. Read-only to everything but ``load`` and ``apply`` (the channel's feed)."""
+    """What the broker knows of the cluster: an image of the published records. Read-only
+    to everything but ``load`` and ``apply`` (the channel's feed)."""
 
     def __init__(self) -> None:
         self.image = MetadataImage()
-        self.live_brokers: set[int] = set()
 
     def load(self, records: Iterable[MetadataRecord]) -> None:
         """Start over from a full set of records (the controller's current state)."""
         self.image = MetadataImage()
-        self.live_brokers = set()
         self.apply(records)
 
     def apply(self, records: Iterable[MetadataRecord]) -> None:
         for rec in records:
-            kind = rec.get("type")
-            if kind == "unfence_broker":
-                self.live_brokers.add(rec["node_id"])
-            elif kind == "fence_broker":
-                self.live_brokers.discard(rec["node_id"])
-            else:
-                self.image.apply(rec)
+            self.image.apply(rec)
+
+    @property
+    def live_brokers(self) -> set[int]:
+        """Registered brokers that are not fenced."""
+        return self.image.live_brokers
 
     @property
     def cluster_id(self) -> str:

@@ -4,8 +4,9 @@ leader elections.
 Every topic/partition/config/registration change goes through here, is appended to the
 metadata log (durably) and only then published to listeners (each broker's metadata cache,
 or a controller process's metadata stream), so a broker never serves a partition the
-metadata could forget. Liveness (which brokers are unfenced) is session state: published
-as fence/unfence records, never written to the log.
+metadata could forget. Which brokers are live (unfenced) is durable too, as Kafka's
+Fence/UnfenceBrokerRecords are: a restarted controller and its brokers keep the picture
+they had, and only brokers that then miss a session are fenced.
 
 Invariants:
 - a leader epoch is never reused: it grows by one on every leadership change, and the
@@ -111,7 +112,6 @@ class Controller:
         self.metadata_dir = metadata_dir
         self._log = MetadataLog(metadata_dir)
         self._listeners: list[MetadataListener] = []
-        self.live_brokers: set[int] = set()
         # node id -> monotonic deadline of its session, for brokers that heartbeat (the
         # embedded broker does not: it lives and dies with this process)
         self._sessions: dict[int, float] = {}
@@ -143,20 +143,23 @@ class Controller:
     def image(self) -> MetadataImage:
         return self._log.image
 
+    @property
+    def live_brokers(self) -> set[int]:
+        """The registered brokers that are not fenced."""
+        return self.image.live_brokers
+
     def metadata_records(self) -> list[MetadataRecord]:
-        return self.image.records() + [unfence_record(n) for n in sorted(self.live_brokers)]
+        return self.image.records()
 
     def add_listener(self, fn: MetadataListener) -> None:
         self._listeners.append(fn)
 
-    def _commit(self, records: list[MetadataRecord],
-                session: list[MetadataRecord] | None = None) -> None:
-        """Append ``records`` durably, then publish ``session`` records (liveness, never
-        written to the log) followed by them, as one batch."""
-        if records:
-            self._log.append(*records)
-        if session or records:
-            self._publish((session or []) + records)
+    def _commit(self, records: list[MetadataRecord]) -> None:
+        """Append ``records`` durably, then publish them as one batch."""
+        if not records:
+            return
+        self._log.append(*records)
+        self._publish(records)
         # a partition change may finish a reassignment (its targets all in the ISR now)
         finished = []
         for rec in records:
@@ -192,15 +195,14 @@ class Controller:
         """The embedded broker stops with this process: it is no longer live (its partition
         records stay as they are; it leads them again when the process restarts)."""
         if node_id in self.live_brokers:
-            self.live_brokers.discard(node_id)
-            self._publish([fence_record(node_id)])
+            self._commit([fence_record(node_id)])
 
     # -- liveness (brokers in other processes) ------------------------------------------
 
     def expect_heartbeats(self, now: float) -> None:
-        """A controller starting over: every broker it knows has one session timeout from
-        ``now`` to heartbeat (it is fenced until it does); one that does not is fenced then."""
-        for node_id in self.image.brokers:
+        """A controller starting over: every broker live in its metadata has one session
+        timeout from ``now`` to heartbeat; one that does not is fenced then."""
+        for node_id in self.live_brokers:
             self._sessions.setdefault(node_id, now + self.session_timeout_s)
 
     def heartbeat(self, node_id: int, broker_epoch: int, now: float, *,
@@ -235,10 +237,10 @@ class Controller:
         led elect a new leader from the remaining ISR (or none: leader -1)."""
         self._sessions.pop(node_id, None)
         was_live = node_id in self.live_brokers
-        self.live_brokers.discard(node_id)
-        changes = self._elect(lambda p, unclean: without_broker(p, node_id, self.live_brokers,
+        live = self.live_brokers - {node_id}
+        changes = self._elect(lambda p, unclean: without_broker(p, node_id, live,
                                                                 unclean=unclean))
-        self._commit(changes, [fence_record(node_id)] if was_live else [])
+        self._commit(([fence_record(node_id)] if was_live else []) + changes)
         if was_live or changes:
             log.info("broker %d fenced (%s): %d partition(s) changed", node_id, reason,
                      len(changes))
@@ -246,10 +248,9 @@ class Controller:
     def _unfence(self, node_id: int) -> None:
         """``node_id`` is live again; leaderless partitions it can lead elect it."""
         was_live = node_id in self.live_brokers
-        self.live_brokers.add(node_id)
         changes = self._elect(lambda p, unclean: with_returning_broker(p, node_id,
                                                                        unclean=unclean))
-        self._commit(changes, [] if was_live else [unfence_record(node_id)])
+        self._commit(([] if was_live else [unfence_record(node_id)]) + changes)
 
     def _elect(self, decide: Callable[[PartitionInfo, bool], tuple[PartitionInfo | None, bool]]
                ) -> list[MetadataRecord]:

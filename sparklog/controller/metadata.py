@@ -21,7 +21,8 @@ that registration),
 replicas, isr, leader, leader_epoch, partition_epoch; during a reassignment also
 adding_replicas and removing_replicas), ``config`` (topic, configs: the full
 override map), ``remove_topic`` (name), ``producer_ids`` (next: first id of the next
-unallocated block), ``broker_config`` (entity: a broker id, or "" for the cluster-wide
+unallocated block), ``unfence_broker`` / ``fence_broker`` (node_id: the broker is live /
+fenced), ``broker_config`` (entity: a broker id, or "" for the cluster-wide
 default; configs: that entity's whole dynamic config map).
 """
 

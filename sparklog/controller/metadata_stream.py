@@ -10,8 +10,7 @@ controller epoch as its partition leader epoch, which grows with every controlle
 (``ControllerEpoch``). A broker fetching with an older epoch is told FENCED_LEADER_EPOCH
 and loads the whole stream again, so after a controller restart no broker applies records
 from two different numberings. The stream is in memory: it is rebuilt from the durable
-metadata log at start, and only session records (fence/unfence) and committed changes
-enter it.
+metadata log at start, and only committed changes enter it.
 """
 
 from __future__ import annotations

@@ -139,8 +139,8 @@ def test_controller_restart_brokers_resync(local_cluster: ClusterProcesses):
     ck_produce(bs, "before", msgs)
     local_cluster.controller.kill()
     local_cluster.controller.start()
-    # brokers heartbeat the new controller (same broker epochs: it knows them from its
-    # log) and are live again in its eyes, then read its metadata again
+    # the new controller knows the brokers and that they are live from its log; they
+    # heartbeat it with the same broker epochs and read its metadata again
     wait_for(lambda: _controller_view(local_cluster) == ({1, 2, 3}, frozenset()),
              timeout=30, what="the controller sees every broker live")
     wait_for(lambda: all(_brokers(b.bootstrap_servers) == {1, 2, 3}

@@ -36,12 +36,14 @@ def test_epochs_grow_and_survive_a_restart(tmp_path):
     with pytest.raises(StaleBrokerEpochError):
         c.heartbeat(2, epochs[2], now=0.1)  # the earlier life of broker 2
     c.close()
-    c2 = Controller(str(tmp_path), 0, embedded=False)
+    c2 = Controller(str(tmp_path), 0, embedded=False, session_timeout_ms=1000)
     c2.open()
     assert c2.image.brokers[2].epoch == 4
-    assert c2.live_brokers == set()  # liveness is not durable: heartbeats bring it back
+    # liveness is durable: the brokers stay live for a session, then those silent are fenced
+    assert c2.live_brokers == {1, 2, 3}
     c2.expect_heartbeats(now=0.0)
-    assert c2.heartbeat(2, 4, now=0.5) is False and c2.live_brokers == {2}
+    assert c2.heartbeat(2, 4, now=0.5) is False
+    assert c2.check_sessions(now=1.2) == [1, 3] and c2.live_brokers == {2}
     assert c2.register_broker(5, "h", 1) == 5
     c2.close()
 

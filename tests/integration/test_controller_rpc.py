@@ -17,6 +17,7 @@ from sparklog.broker.config import BrokerConfig
 from sparklog.broker.controller_rpc import RpcControllerChannel
 from sparklog.broker.metadata_cache import MetadataCache, MetadataRecord
 from sparklog.protocol.errors import (
+    ErrorCode,
     InvalidReplicationFactorError,
     RequestTimedOutError,
     TopicAlreadyExistsError,
@@ -135,3 +136,51 @@ def test_a_restarted_controller_is_reloaded_and_heartbeats_go_on(controller):
         assert cache.topic("kept").partitions[1].leader == 1
 
     _on_loop(body, _channel(controller))
+
+
+def test_controller_apis_on_the_wire(controller, kafka_wire):
+    """The controller process's own answers, request by request: registration epochs,
+    heartbeats of a stale registration, AlterPartition's checks that come before the
+    partition's (a stale broker epoch for the whole request, an unknown topic id per
+    partition), and that it serves no broker API (Produce closes the connection)."""
+    from sparklog.protocol.api_keys import ApiKey
+    from sparklog.protocol.messages import API_BY_KEY
+
+    w = kafka_wire(controller.bootstrap_servers)
+    reg = API_BY_KEY[ApiKey.BROKER_REGISTRATION].request
+    listener = reg.Listener(name="PLAINTEXT", host="127.0.0.1", port=9999)
+    first = w.call(ApiKey.BROKER_REGISTRATION, 0, reg(broker_id=7, listeners=[listener]))
+    second = w.call(ApiKey.BROKER_REGISTRATION, 4, reg(broker_id=7, listeners=[listener]))
+    assert (first.error_code, second.error_code) == (0, 0)
+    assert second.broker_epoch > first.broker_epoch
+    wrong = w.call(ApiKey.BROKER_REGISTRATION, 1, reg(broker_id=8, cluster_id="not-this-one",
+                                                      listeners=[listener]))
+    assert wrong.error_code == ErrorCode.INCONSISTENT_CLUSTER_ID
+
+    hb = API_BY_KEY[ApiKey.BROKER_HEARTBEAT].request
+    stale = w.call(ApiKey.BROKER_HEARTBEAT, 1, hb(broker_id=7, broker_epoch=first.broker_epoch))
+    assert stale.error_code == ErrorCode.STALE_BROKER_EPOCH
+    ok_hb = w.call(ApiKey.BROKER_HEARTBEAT, 0, hb(broker_id=7, broker_epoch=second.broker_epoch))
+    assert (ok_hb.error_code, ok_hb.is_fenced, ok_hb.should_shut_down) == (0, False, False)
+
+    ap = API_BY_KEY[ApiKey.ALTER_PARTITION].request
+    part = ap.TopicData.PartitionData(partition_index=0, new_isr_with_epochs=[
+        ap.TopicData.PartitionData.BrokerState(broker_id=7)])
+    resp = w.call(ApiKey.ALTER_PARTITION, 3, ap(
+        broker_id=7, broker_epoch=first.broker_epoch,
+        topics=[ap.TopicData(topic_id=b"\x01" * 16, partitions=[part])]))
+    assert resp.error_code == ErrorCode.STALE_BROKER_EPOCH
+    resp = w.call(ApiKey.ALTER_PARTITION, 3, ap(
+        broker_id=7, broker_epoch=second.broker_epoch,
+        topics=[ap.TopicData(topic_id=b"\x01" * 16, partitions=[part])]))
+    assert resp.error_code == 0
+    assert resp.topics[0].partitions[0].error_code == ErrorCode.UNKNOWN_TOPIC_ID
+
+    ids = API_BY_KEY[ApiKey.ALLOCATE_PRODUCER_IDS].request
+    block = w.call(ApiKey.ALLOCATE_PRODUCER_IDS, 0,
+                   ids(broker_id=7, broker_epoch=second.broker_epoch))
+    assert (block.error_code, block.producer_id_len) == (0, 1000)
+
+    produce = API_BY_KEY[ApiKey.PRODUCE].request
+    w.request(ApiKey.PRODUCE, 9, produce(acks=1, timeout_ms=1000))
+    assert w.is_closed()

@@ -66,6 +66,7 @@ from sparklog.protocol.errors import (
     error_for_code,
 )
 from sparklog.protocol.messages import API_BY_KEY
+from sparklog.protocol.messages.admin import RESOURCE_BROKER, RESOURCE_TOPIC
 from sparklog.protocol.schema import TopLevel
 
 log = logging.getLogger(__name__)
@@ -77,8 +78,6 @@ _RELOAD = {int(ErrorCode.FENCED_LEADER_EPOCH), int(ErrorCode.UNKNOWN_LEADER_EPOC
 _FETCH_WAIT_MS = 5000
 _FETCH_MAX_BYTES = 8 << 20
 _RETRY_S = 0.2
-# Kafka's resource types in AlterConfigs
-_TOPIC_RESOURCE, _BROKER_RESOURCE = 2, 4
 
 
 def _request(key: ApiKey, **fields: Any) -> TopLevel:
@@ -511,7 +510,7 @@ class RpcControllerChannel:
         _raise_for(got.error_code, got.error_message)
 
     def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
-        self._alter_configs(_TOPIC_RESOURCE, name, configs)
+        self._alter_configs(RESOURCE_TOPIC, name, configs)
 
     def set_broker_configs(self, entity: str, configs: Mapping[str, str]) -> None:
-        self._alter_configs(_BROKER_RESOURCE, entity, configs)
+        self._alter_configs(RESOURCE_BROKER, entity, configs)

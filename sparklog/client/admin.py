@@ -20,6 +20,8 @@ from sparklog.client.metadata import BrokerMetadata, TopicMetadata
 from sparklog.client.sync_client import SyncClient
 from sparklog.protocol.errors import ErrorCode, KafkaError, error_for_code
 from sparklog.protocol.messages.admin import (
+    RESOURCE_BROKER,
+    RESOURCE_TOPIC,
     CreatePartitionsRequest,
     CreateTopicsRequest,
     DeleteRecordsRequest,
@@ -47,8 +49,6 @@ T = TypeVar("T")
 __all__ = ["AdminClient", "NewTopic", "OffsetSpec", "ConfigEntry", "GroupDescription",
            "MemberDescription", "ClusterDescription", "PartitionReassignment"]
 
-RESOURCE_TOPIC = 2
-RESOURCE_BROKER = 4
 _OP_SET, _OP_DELETE = 0, 1  # IncrementalAlterConfigs' operations
 _CONFIG_SOURCES = {-1: "UNKNOWN", 0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG",
                    2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",

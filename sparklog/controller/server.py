@@ -50,6 +50,7 @@ from sparklog.protocol.errors import (
 )
 from sparklog.protocol.internal_topics import INTERNAL_TOPICS
 from sparklog.protocol.messages import API_BY_KEY, decode_request_header
+from sparklog.protocol.messages.admin import RESOURCE_BROKER, RESOURCE_TOPIC
 from sparklog.protocol.schema import Message, TopLevel
 from sparklog.storage.dir_lock import LogDirLocks
 
@@ -59,8 +60,6 @@ __all__ = ["ControllerServer"]
 
 ControllerHandler = Callable[[TopLevel, int], Awaitable[TopLevel]]
 
-# Kafka's resource types in AlterConfigs
-_TOPIC_RESOURCE, _BROKER_RESOURCE = 2, 4
 # producer ids per AllocateProducerIds block (Kafka's)
 _PRODUCER_ID_BLOCK = 1000
 
@@ -298,10 +297,10 @@ class ControllerServer:
             configs = {c.name: c.value for c in r.configs if c.value is not None}
             fields: dict[str, Any] = {"error_code": 0, "error_message": None}
             try:
-                if r.resource_type == _TOPIC_RESOURCE:
+                if r.resource_type == RESOURCE_TOPIC:
                     if not request.validate_only:
                         self.controller.set_topic_configs(r.resource_name, configs)
-                elif r.resource_type == _BROKER_RESOURCE:
+                elif r.resource_type == RESOURCE_BROKER:
                     if not request.validate_only:
                         self.controller.set_broker_configs(r.resource_name, configs)
                 else:

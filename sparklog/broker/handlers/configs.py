@@ -23,10 +23,8 @@ from sparklog.broker.config import (
 from sparklog.broker.dispatch import RequestContext, api_spec, register
 from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.errors import ErrorCode, InvalidRequestError, KafkaError
+from sparklog.protocol.messages.admin import RESOURCE_BROKER, RESOURCE_TOPIC
 from sparklog.protocol.schema import Message, TopLevel
-
-RESOURCE_TOPIC = 2
-RESOURCE_BROKER = 4
 
 # Kafka's ConfigType ids (DescribeConfigs v3+)
 _CONFIG_TYPE = {"boolean": 1, "string": 2, "int": 3, "long": 5, "double": 6, "list": 7,

@@ -188,6 +188,11 @@ def _alter_configs_response(name: str) -> MessageSchema:
     ])
 
 
+# Kafka's ConfigResource types, the resource_type of DescribeConfigs, AlterConfigs and
+# IncrementalAlterConfigs
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+
 # AlterConfigs (replaces every config of the resource; IncrementalAlterConfigs edits them)
 #   v0  resources with (name, value) pairs, validate_only
 #   v1  same layout (throttling after the response)

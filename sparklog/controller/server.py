@@ -341,23 +341,31 @@ class ControllerServer:
         resp = API_BY_KEY[ApiKey.FETCH].response
         stream = self.stream
         assert stream is not None
-        wanted = [(t, p) for t in request.topics for p in t.partitions
-                  if t.topic == METADATA_TOPIC and p.partition == 0]
-        if wanted and all(p.fetch_offset >= stream.end_offset for _, p in wanted):
-            await stream.wait_beyond(wanted[0][1].fetch_offset, request.max_wait_ms / 1000)
+
+        def error(t: Message, p: Message) -> ErrorCode:
+            if t.topic != METADATA_TOPIC or p.partition != 0:
+                return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            if p.current_leader_epoch not in (-1, stream.epoch):
+                return (ErrorCode.FENCED_LEADER_EPOCH if p.current_leader_epoch < stream.epoch
+                        else ErrorCode.UNKNOWN_LEADER_EPOCH)
+            if not 0 <= p.fetch_offset <= stream.end_offset:
+                return ErrorCode.OFFSET_OUT_OF_RANGE
+            return ErrorCode.NONE
+
+        asked = [(t, p) for t in request.topics for p in t.partitions]
+        # wait only when every partition asked for is valid and at the end; an error (a
+        # broker still on a previous controller's stream) is answered at once
+        if asked and all(error(t, p) == ErrorCode.NONE and p.fetch_offset == stream.end_offset
+                         for t, p in asked):
+            await stream.wait_beyond(asked[0][1].fetch_offset, request.max_wait_ms / 1000)
         topics = []
         for t in request.topics:
             parts = []
             for p in t.partitions:
                 out = resp.PartitionData(partition_index=p.partition, high_watermark=-1)
-                if t.topic != METADATA_TOPIC or p.partition != 0:
-                    out.error_code = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-                elif p.current_leader_epoch not in (-1, stream.epoch):
-                    out.error_code = int(ErrorCode.FENCED_LEADER_EPOCH
-                                         if p.current_leader_epoch < stream.epoch
-                                         else ErrorCode.UNKNOWN_LEADER_EPOCH)
-                elif not 0 <= p.fetch_offset <= stream.end_offset:
-                    out.error_code = int(ErrorCode.OFFSET_OUT_OF_RANGE)
+                code = error(t, p)
+                if code != ErrorCode.NONE:
+                    out.error_code = int(code)
                 else:
                     out.high_watermark = out.last_stable_offset = stream.end_offset
                     out.log_start_offset = 0

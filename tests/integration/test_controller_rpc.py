@@ -16,6 +16,7 @@ import pytest
 from sparklog.broker.config import BrokerConfig
 from sparklog.broker.controller_rpc import RpcControllerChannel
 from sparklog.broker.metadata_cache import MetadataCache, MetadataRecord
+from sparklog.broker.metadata_wire import decode_metadata_batches
 from sparklog.protocol.errors import (
     ErrorCode,
     InvalidReplicationFactorError,
@@ -180,6 +181,31 @@ def test_controller_apis_on_the_wire(controller, kafka_wire):
     block = w.call(ApiKey.ALLOCATE_PRODUCER_IDS, 0,
                    ids(broker_id=7, broker_epoch=second.broker_epoch))
     assert (block.error_code, block.producer_id_len) == (0, 1000)
+
+    # the metadata stream: whole batches from an offset, its end as the high watermark, the
+    # controller epoch on every batch; a fetch at the end long-polls, one with another
+    # epoch (a broker still on a previous controller's stream) is answered at once
+    fetch = API_BY_KEY[ApiKey.FETCH].request
+
+    def fetch_at(offset: int, epoch: int, wait_ms: int) -> Any:
+        topic = fetch.FetchTopic(topic="__cluster_metadata", partitions=[
+            fetch.FetchTopic.FetchPartition(partition=0, fetch_offset=offset,
+                                            current_leader_epoch=epoch,
+                                            partition_max_bytes=1 << 20)])
+        return w.call(ApiKey.FETCH, 12, fetch(max_wait_ms=wait_ms, min_bytes=1,
+                                              topics=[topic])).responses[0].partitions[0]
+
+    whole = fetch_at(0, -1, 0)
+    records, end, epoch = decode_metadata_batches(whole.records, 0)
+    assert whole.error_code == 0 and end == whole.high_watermark and epoch >= 1
+    assert {"type": "unfence_broker", "node_id": 7} in records
+    started = time.monotonic()
+    assert fetch_at(end, epoch, 600).records in (None, b"")
+    assert time.monotonic() - started >= 0.5
+    started = time.monotonic()
+    assert fetch_at(end, epoch - 1, 5000).error_code == ErrorCode.FENCED_LEADER_EPOCH
+    assert fetch_at(end + 5, epoch, 5000).error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+    assert time.monotonic() - started < 2
 
     produce = API_BY_KEY[ApiKey.PRODUCE].request
     w.request(ApiKey.PRODUCE, 9, produce(acks=1, timeout_ms=1000))

@@ -1,4 +1,6 @@
-"""Running a sparklog cluster: embedded (one process) now, on Spark later."""
+"""Running a sparklog cluster: a node by its ``process.roles`` (``nodes``), the single node
+(``single_node``, also embedded on a thread: ``EmbeddedCluster``), a local multi-process
+cluster (``local``); on Spark later."""
 
 from sparklog.cluster.embedded import EmbeddedCluster
 

@@ -83,6 +83,11 @@ def _unify(name: str) -> str:
     return name.replace(".", "_")
 
 
+def _warn_unclean(p: PartitionInfo, leader: int) -> None:
+    log.warning("unclean leader election for %s-%d: broker %d leads from outside the ISR %s; "
+                "records only the old ISR had are lost", p.topic, p.partition, leader, p.isr)
+
+
 class Controller:
     """Metadata owner of a cluster. On the single node it is also the in-process form of
     the broker's ``ControllerChannel`` (the broker gets it from
@@ -264,9 +269,7 @@ class Controller:
                 if new is None:
                     continue
                 if was_unclean:
-                    log.warning("unclean leader election for %s-%d: broker %d leads from "
-                                "outside the ISR %s; records only the old ISR had are lost",
-                                p.topic, p.partition, new.leader, p.isr)
+                    _warn_unclean(p, new.leader)
                 out.append(new.to_record())
         return out
 
@@ -299,9 +302,7 @@ class Controller:
                 else:
                     outcome, unclean = unclean_election(p, self.live_brokers)
                     if unclean and isinstance(outcome, PartitionInfo):
-                        log.warning("unclean leader election for %s-%d (ElectLeaders): broker "
-                                    "%d leads from outside the ISR %s; records only the old "
-                                    "ISR had are lost", name, index, outcome.leader, p.isr)
+                        _warn_unclean(p, outcome.leader)
                 if isinstance(outcome, PartitionInfo):
                     records.append(outcome.to_record())
                     results[(name, index)] = None

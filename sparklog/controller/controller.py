@@ -379,7 +379,10 @@ class Controller:
             raise InvalidReplicaAssignmentError(f"unknown broker ids {unknown}")
 
     def _unclean_allowed(self, topic: TopicInfo) -> bool:
-        value = topic.configs.get("unclean.leader.election.enable")
+        """``unclean.leader.election.enable`` for ``topic``: its override, else the
+        cluster-wide dynamic default, else the static config."""
+        key = "unclean.leader.election.enable"
+        value = topic.configs.get(key, self.image.broker_configs.get("", {}).get(key))
         if value is None:
             return self.unclean_leader_election
         return value.strip().lower() == "true"

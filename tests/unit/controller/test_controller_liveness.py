@@ -120,6 +120,13 @@ def test_unclean_election_only_when_enabled_and_logged(tmp_path, caplog):
     assert (p.leader, p.isr) == (2, [2])
     assert c.image.topics["safe"].partitions[0].leader == -1
     assert any("unclean leader election for t-0" in r.getMessage() for r in caplog.records)
+    # the cluster-wide dynamic default enables it for topics without an override: the next
+    # election of "safe" (leaderless, its ISR [1] down) takes the live broker 2
+    assert c.image.topics["safe"].partitions[0].leader == -1
+    c.set_broker_configs("", {"unclean.leader.election.enable": "true"})
+    c.fence_broker(1, "test")
+    assert (c.image.topics["safe"].partitions[0].leader,
+            c.image.topics["safe"].partitions[0].isr) == (2, [2])
     c.close()
 
 

@@ -30,13 +30,15 @@ from sparklog.broker.metadata_cache import MetadataCache, MetadataRecord, TopicI
 from sparklog.broker.producer_ids import ProducerIdManager
 from sparklog.broker.replica_manager import ReplicaManager
 from sparklog.broker.server import KafkaServer
-from sparklog.protocol.errors import ErrorCode, KafkaError
+from sparklog.protocol.errors import ErrorCode, InvalidConfigError, KafkaError
 from sparklog.protocol.internal_topics import CONSUMER_OFFSETS, INTERNAL_TOPICS
 from sparklog.protocol.topic_names import validate_topic_name
 from sparklog.storage.dir_lock import LogDirLocks
 from sparklog.storage.log_config import LogConfig
 from sparklog.storage.log_manager import LogManager
 from sparklog.storage.partition_log import PartitionLog
+from sparklog.storage.remote.manager import RemoteLogManager
+from sparklog.storage.remote.store import RemoteStore
 
 log = logging.getLogger(__name__)
 
@@ -142,6 +144,7 @@ class Broker:
             checkpoint_interval_ms=int(cfg.get("log.flush.offset.checkpoint.interval.ms")),
             cleaner_enable=bool(cfg.get("log.cleaner.enable")),
             dir_locks=self._dir_locks,
+            tier=self._open_tier(),
         )
         # logs of topics the metadata no longer has (deleted while we were down) go away
         known = self.metadata.topics()
@@ -151,6 +154,27 @@ class Broker:
                 log.info("deleting stray log %s-%d (not in the metadata)", topic, partition)
                 self.log_manager.delete_log(topic, partition)
         self.log_manager.start()
+
+    def _open_tier(self) -> RemoteLogManager | None:
+        """The object-storage tier when ``remote.log.storage.system.enable`` (KIP-405)."""
+        cfg = self.config
+        if not cfg.get("remote.log.storage.system.enable"):
+            return None
+        url = cfg.get("remote.log.storage.url")
+        if not url:
+            raise InvalidConfigError("remote.log.storage.system.enable needs remote.log.storage.url")
+        prefix = "remote.log.storage.options."
+        options = {k[len(prefix):]: v for k, v in cfg.raw().items() if k.startswith(prefix)}
+        log.info("remote log storage at %s", url)
+        return RemoteLogManager(
+            RemoteStore.from_url(url, options), self._leader_epoch_of,
+            task_interval_ms=int(cfg.get("remote.log.manager.task.interval.ms")),
+            cache_bytes=int(cfg.get("remote.log.storage.cache.bytes")))
+
+    def _leader_epoch_of(self, topic: str, partition: int) -> int | None:
+        """The tier uploads only while this broker leads the partition (at this epoch)."""
+        p = self.replica_manager.get(topic, partition)
+        return p.leader_epoch if p is not None and p.is_leader else None
 
     def log_config_for(self, topic: str) -> LogConfig:
         info = self.metadata.topic(topic)
@@ -202,7 +226,10 @@ class Broker:
 
     def _check_configs(self, configs: Mapping[str, str]) -> None:
         # the storage layer must accept them too (types, ranges)
-        self._base_log_config.with_overrides(dict(configs))
+        cfg = self._base_log_config.with_overrides(dict(configs))
+        if cfg.remote_storage_enable and not self.config.get("remote.log.storage.system.enable"):
+            raise InvalidConfigError("Tiered Storage functionality is disabled in the broker. "
+                                     "Topic cannot be configured with remote log storage.")
 
     def create_topic(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
                      configs: Mapping[str, str] | None = None, *,

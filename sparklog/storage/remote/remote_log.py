@@ -1,0 +1,263 @@
+"""One tiered partition's remote side: its manifest, uploads into it, and reads from it.
+
+Reads answer a fetch below the local log start with the same batches a local read of the
+segment gives: the first batch holding the fetch offset, then whole batches up to
+``max_bytes`` (at least one when ``min_one_message``), none at or past the limit offset.
+A read serves one remote segment at most (Kafka does the same); the client's next fetch
+continues. Only segments the manifest lists are read, so nothing half-uploaded is served.
+
+Store failures on the read path raise ``RemoteStorageError`` (KAFKA_STORAGE_ERROR, which
+clients retry) and open a short window (``read_backoff_ms``) in which reads fail at once, so
+a broker whose store is down answers fetches quickly instead of waiting on every one.
+
+Uploads (``copy_segment``) put every file under a fresh segment id, check the sizes the
+store reports, then list the segment in a new manifest. A manifest whose leader epoch is
+above the uploader's fences it: its objects are deleted and nothing is listed. Two writers
+are serialised only by the leader epoch check and the single-object replace; a fenced
+leader that has not yet learned of its successor can race one manifest write with it (the
+leader epoch bump reaches it within a metadata round), which conditional writes would close.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+import threading
+import time
+from array import array
+from bisect import bisect_right
+from collections import OrderedDict
+from collections.abc import Mapping
+from sys import byteorder
+
+from sparklog.protocol.batch_header import LAST_OFFSET_DELTA_OFFSET, LOG_OVERHEAD
+
+from ..backend import FileSlice
+from ..checkpoints import atomic_write, format_epoch_checkpoint
+from ..log_info import FetchDataInfo
+from .chunk_cache import ChunkCache
+from .manifest import PartitionManifest, RemoteSegment
+from .store import MANIFEST, RemoteStorageError, RemoteStore
+
+__all__ = ["EPOCH_SUFFIX", "RemoteLog"]
+
+log = logging.getLogger(__name__)
+
+EPOCH_SUFFIX = ".leader-epoch-checkpoint"
+_OFFSET_LENGTH = struct.Struct(">qi")
+_LAST_OFFSET_DELTA = struct.Struct(">i")
+_HEADER_PREFIX = LAST_OFFSET_DELTA_OFFSET + 4  # what a scan needs of each batch header
+_INDEXES_KEPT = 64
+
+
+class RemoteLog:
+    def __init__(self, store: RemoteStore, cache: ChunkCache, topic: str, partition: int,
+                 topic_id: bytes | str, *, read_backoff_ms: int = 1000) -> None:
+        self.store = store
+        self.cache = cache
+        self.topic, self.partition = topic, partition
+        self.directory = store.partition_dir(topic, topic_id, partition)
+        self.manifest_path = f"{self.directory}/{MANIFEST}"
+        self.read_backoff_ms = read_backoff_ms
+        self._manifest = PartitionManifest()
+        self._lock = threading.Lock()
+        self._unavailable_until = 0.0  # monotonic seconds; reads fail fast before it
+        self._indexes: OrderedDict[str, tuple[array, array]] = OrderedDict()
+
+    def __repr__(self) -> str:
+        return f"RemoteLog({self.directory}, {len(self._manifest.segments)} segments)"
+
+    # ------------------------------------------------------------------ manifest
+    @property
+    def manifest(self) -> PartitionManifest:
+        """The manifest last read or written by this broker."""
+        return self._manifest
+
+    def load_manifest(self) -> PartitionManifest:
+        data = self.store.get_bytes(self.manifest_path)
+        try:
+            m = PartitionManifest() if data is None else PartitionManifest.from_bytes(data)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise RemoteStorageError(f"unreadable manifest {self.manifest_path}: {exc}") from exc
+        self._manifest = m
+        return m
+
+    def replace_manifest(self, expected: PartitionManifest, new: PartitionManifest,
+                         leader_epoch: int) -> bool:
+        """Write ``new`` if the stored manifest is still ``expected`` and no newer leader
+        wrote one; False (nothing written) otherwise."""
+        with self._lock:
+            current = self.load_manifest()
+            if current.leader_epoch > leader_epoch:
+                log.warning("%s-%d: leader epoch %d is fenced by %d in %s; not writing",
+                            self.topic, self.partition, leader_epoch, current.leader_epoch,
+                            self.manifest_path)
+                return False
+            if current != expected:
+                log.info("%s-%d: the remote manifest changed under this writer; retrying later",
+                         self.topic, self.partition)
+                return False
+            self.store.put_atomic(self.manifest_path, new.to_bytes())
+            self._manifest = new
+            return True
+
+    def object_path(self, seg: RemoteSegment, suffix: str) -> str:
+        return self.store.object_path(self.directory, seg.base_offset, seg.segment_id, suffix)
+
+    # ------------------------------------------------------------------ upload
+    def copy_segment(self, files: Mapping[str, str], *, base_offset: int, end_offset: int,
+                     max_timestamp: int, leader_epochs: list[tuple[int, int]],
+                     leader_epoch: int, log_start_offset: int) -> RemoteSegment | None:
+        """Upload one sealed segment (``files``: suffix -> local path, ``.log`` included)
+        and list it; None when fenced or another writer moved the manifest meanwhile."""
+        before = self.load_manifest()
+        if before.leader_epoch > leader_epoch:
+            return None
+        seg_id = self.store.new_segment_id()
+        epochs = tuple((e, s) for e, s in leader_epochs if s < end_offset)
+        sizes: dict[str, int] = {}
+        written: list[str] = []
+
+        def path(suffix: str) -> str:
+            return self.store.object_path(self.directory, base_offset, seg_id, suffix)
+
+        self.store.makedirs(self.directory)
+        try:
+            for suffix, local in files.items():
+                want = os.path.getsize(local)
+                written.append(path(suffix))
+                got = self.store.put_file(local, path(suffix))
+                if got != want:
+                    raise RemoteStorageError(f"{path(suffix)} holds {got} bytes, not {want}")
+                sizes[suffix] = got
+            text = format_epoch_checkpoint(list(epochs)).encode()
+            written.append(path(EPOCH_SUFFIX))
+            self.store.put_bytes(path(EPOCH_SUFFIX), text)
+            sizes[EPOCH_SUFFIX] = len(text)
+            seg = RemoteSegment(base_offset, end_offset, max_timestamp, seg_id, leader_epoch,
+                                sizes, epochs)
+            listed = self.replace_manifest(before, before.with_segment(seg, log_start_offset),
+                                           leader_epoch)
+        except BaseException:
+            self._delete_quietly(written)
+            raise
+        if not listed:
+            self._delete_quietly(written)
+            return None
+        return seg
+
+    def _delete_quietly(self, paths: list[str]) -> None:
+        try:
+            self.store.delete(paths)
+        except RemoteStorageError as exc:
+            log.warning("%s-%d: could not delete unlisted objects %s: %s", self.topic,
+                        self.partition, paths, exc)
+
+    def delete_segments(self, segments: list[RemoteSegment]) -> None:
+        """Delete the objects of segments no manifest lists any more."""
+        for seg in segments:
+            paths = [self.object_path(seg, suffix) for suffix in seg.files]
+            for p in paths:
+                self.cache.invalidate(p)
+            with self._lock:
+                self._indexes.pop(seg.segment_id, None)
+            self.store.delete(paths)
+
+    def download(self, seg: RemoteSegment, suffix: str, local_path: str) -> bool:
+        """Copy one object of ``seg`` to a local file (atomically); False when absent."""
+        data = self.store.get_bytes(self.object_path(seg, suffix))
+        if data is None:
+            return False
+        atomic_write(local_path, data)
+        return True
+
+    # ------------------------------------------------------------------ read
+    def read(self, info: FetchDataInfo, offset: int, max_bytes: int, limit_offset: int,
+             min_one_message: bool) -> FetchDataInfo:
+        """Fill ``info`` with the batches of the remote segment holding ``offset``."""
+        if time.monotonic() < self._unavailable_until:
+            raise RemoteStorageError(f"remote storage of {self.topic}-{self.partition} is "
+                                     f"unavailable; retry later")
+        seg = self._manifest.segment_for(offset)
+        if seg is None:
+            raise RemoteStorageError(f"offset {offset} of {self.topic}-{self.partition} is in "
+                                     f"no uploaded segment of {self.manifest_path}")
+        path = self.object_path(seg, ".log")
+        try:
+            found = self._scan(seg, path, offset, max_bytes, limit_offset, min_one_message)
+        except (RemoteStorageError, FileNotFoundError) as exc:
+            self._unavailable_until = time.monotonic() + self.read_backoff_ms / 1000
+            if isinstance(exc, RemoteStorageError):
+                raise
+            raise RemoteStorageError(f"{path} is gone: {exc}") from exc
+        if found is not None:
+            position, size, next_offset = found
+            info.slices.append(FileSlice(path, position, size, None, self.cache))
+            info.size += size
+            info.next_offset = next_offset
+        return info
+
+    def prefetch(self, offset: int, max_bytes: int) -> None:
+        """Read what a fetch at ``offset`` needs into the chunk cache (the broker calls it
+        on a worker thread before the fetch reads); failures only open the fail-fast window."""
+        try:
+            self.read(FetchDataInfo(offset, offset), offset, max_bytes,
+                      self._manifest.end_offset or offset, True)
+        except RemoteStorageError as exc:
+            log.debug("prefetch of %s-%d at %d failed: %s", self.topic, self.partition, offset,
+                      exc)
+
+    def _scan(self, seg: RemoteSegment, path: str, offset: int, max_bytes: int,
+              limit_offset: int, min_one: bool) -> tuple[int, int, int] | None:
+        """(position, size, next offset) of the batches to return, None for none."""
+        read = self.cache.read_range
+        pos = self._index_floor(seg, offset)
+        end_of_object = seg.size
+        first = -1
+        end = next_offset = 0
+        while pos < end_of_object:
+            head = read(path, pos, _HEADER_PREFIX)
+            if len(head) < _HEADER_PREFIX:
+                raise RemoteStorageError(f"{path} ends inside a batch header at {pos}")
+            base, length = _OFFSET_LENGTH.unpack_from(head, 0)
+            last = base + _LAST_OFFSET_DELTA.unpack_from(head, LAST_OFFSET_DELTA_OFFSET)[0]
+            size = length + LOG_OVERHEAD
+            if first < 0:
+                if last < offset:
+                    pos += size
+                    continue
+                if base >= limit_offset:
+                    return None
+                first = end = pos
+            elif base >= limit_offset:
+                break
+            if end + size - first > max_bytes and not (end == first and min_one):
+                break
+            end += size
+            next_offset = last + 1
+            pos += size
+        if first < 0 or end == first:
+            return None
+        return first, end - first, next_offset
+
+    def _index_floor(self, seg: RemoteSegment, offset: int) -> int:
+        """Position of the last index entry at or before ``offset`` (0 without one)."""
+        with self._lock:
+            idx = self._indexes.get(seg.segment_id)
+            if idx is not None:
+                self._indexes.move_to_end(seg.segment_id)
+        if idx is None:
+            size = seg.files.get(".index", 0)
+            data = self.cache.read_range(self.object_path(seg, ".index"), 0, size) if size else b""
+            flat = array("I", data[: len(data) - len(data) % 8])
+            if byteorder == "little":
+                flat.byteswap()
+            idx = (flat[0::2], flat[1::2])
+            with self._lock:
+                self._indexes[seg.segment_id] = idx
+                if len(self._indexes) > _INDEXES_KEPT:
+                    self._indexes.popitem(last=False)
+        rel_offsets, positions = idx
+        i = bisect_right(rel_offsets, offset - seg.base_offset) - 1
+        return positions[i] if i >= 0 else 0

@@ -1,0 +1,224 @@
+"""The object-storage tier's core against real fsspec filesystems (``file://`` and
+``memory://``): upload with the manifest, local deletion, remote reads equal to local ones,
+restore of an empty local directory, retention, fencing, bucket clean-up."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import fsspec
+import pytest
+
+from sparklog.protocol.errors import KafkaStorageError
+from sparklog.protocol.records import decode_batches
+from sparklog.storage import LogConfig, LogManager, PartitionLog
+from sparklog.storage.remote.manager import RemoteLogManager
+from sparklog.storage.remote.store import MANIFEST, RemoteStore, RetryPolicy
+from tests.helpers.batches import make_batch
+
+TOPIC_ID = uuid.UUID(int=0x1234).bytes
+TIERED = dict(segment_bytes=600, file_delete_delay_ms=0, remote_storage_enable=True,
+              retention_ms=-1)
+
+
+@pytest.fixture(params=["file", "memory"])
+def store(request, tmp_path):
+    if request.param == "file":
+        yield RemoteStore.from_url(f"file://{tmp_path}/bucket", retry=RetryPolicy(attempts=2))
+        return
+    fs = fsspec.filesystem("memory")
+    root = f"/tier-{uuid.uuid4().hex}"
+    fs.makedirs(root, exist_ok=True)
+    yield RemoteStore(fs, root, RetryPolicy(attempts=2))
+    fs.rm(root, recursive=True)
+
+
+def _tier(store, epoch=0, **kw):
+    return RemoteLogManager(store, lambda t, p: epoch, **kw)
+
+
+def _log(tmp_path, name="t-0", **cfg):
+    return PartitionLog(str(tmp_path / "logs" / name), LogConfig(**{**TIERED, **cfg}),
+                        topic_id=TOPIC_ID)
+
+
+def _fill(plog, n, *, ts0=1_000_000):
+    for i in range(n):
+        plog.append_as_leader(make_batch(3, ts=ts0 + i), 0)
+    plog.update_high_watermark(plog.log_end_offset)
+
+
+def _read_everything(plog, start=None):
+    """Batches from ``start`` to the HW, fetch by fetch, as a consumer would."""
+    offset = plog.log_start_offset if start is None else start
+    out = []
+    while offset < plog.high_watermark:
+        info = plog.read(offset, 700, max_offset=plog.high_watermark)
+        data = info.read_bytes()
+        assert data, f"no progress at {offset}"
+        out.append(data)
+        offset = info.next_offset
+    return b"".join(out)
+
+
+def _raw(plog):
+    """Every local byte of the log, segment by segment (what a remote read must equal)."""
+    return b"".join(Path(s.log_path).read_bytes() for s in plog.segments)
+
+
+def test_upload_lists_complete_segments_and_remote_reads_equal_local(tmp_path, store):
+    plog = _log(tmp_path)
+    tier = _tier(store)
+    tier.attach(plog)
+    _fill(plog, 40)
+    original = _raw(plog)
+    sealed = plog.segments[:-1]
+    assert len(sealed) > 3
+    tier.run_for(plog)
+    m = plog.remote.manifest
+    assert [s.base_offset for s in m.segments] == [s.base_offset for s in sealed]
+    assert m.end_offset == sealed[-1].next_offset and m.leader_epoch == 0
+    seg0 = m.segments[0]
+    assert {".log", ".timeindex", ".snapshot", ".leader-epoch-checkpoint"} <= set(seg0.files)
+    assert seg0.size == sealed[0].size
+    # nothing uploaded twice
+    tier.run_for(plog)
+    assert plog.remote.manifest == m
+    # local retention 0 bytes: every uploaded segment goes locally, the log start stays
+    plog.config = plog.config.with_values({"local_retention_bytes": 0})
+    tier.run_for(plog)
+    assert plog.local_log_start_offset == m.end_offset
+    assert plog.log_start_offset == 0
+    assert _read_everything(plog, 0) == original
+    assert [b.base_offset for b in decode_batches(_read_everything(plog, 5))][0] == 3
+
+
+def test_restore_from_empty_disk_continues_after_last_upload(tmp_path, store):
+    plog = _log(tmp_path)
+    tier = _tier(store)
+    tier.attach(plog)
+    for i in range(30):
+        pid_batch = make_batch(2, ts=1_000_000 + i, producer_id=7, producer_epoch=0,
+                               base_sequence=2 * i)
+        plog.append_as_leader(pid_batch, 3 if i >= 10 else 0)
+    plog.update_high_watermark(plog.log_end_offset)
+    tier.run_for(plog)
+    m = plog.remote.manifest
+    remote_bytes = b"".join(Path(s.log_path).read_bytes() for s in plog.segments[:-1])
+    plog.close()
+
+    tier2 = _tier(store)
+    mgr = LogManager([str(tmp_path / "fresh")], LogConfig(**TIERED), tier=tier2)
+    try:
+        restored = mgr.get_or_create_log("t", 0, topic_id=TOPIC_ID)
+        assert restored.log_end_offset == m.end_offset
+        assert restored.log_start_offset == 0
+        assert restored.high_watermark == m.end_offset
+        assert restored.leader_epoch_cache.entries() == [(0, 0), (3, 20)]
+        # producer state came along: the next sequence is accepted, a replay is a duplicate
+        n = m.end_offset // 2
+        info = restored.append_as_leader(make_batch(2, producer_id=7, producer_epoch=0,
+                                                    base_sequence=2 * n), 3)
+        assert info.first_offset == m.end_offset and not info.duplicate
+        restored.update_high_watermark(restored.log_end_offset)
+        assert _read_everything(restored, 0)[: len(remote_bytes)] == remote_bytes
+    finally:
+        mgr.shutdown()
+
+
+def test_total_retention_deletes_remote_segments_and_moves_log_start(tmp_path, store):
+    plog = _log(tmp_path)
+    tier = _tier(store)
+    tier.attach(plog)
+    _fill(plog, 40)
+    tier.run_for(plog)
+    m = plog.remote.manifest
+    doomed = m.segments[:2]
+    paths = [plog.remote.object_path(s, ".log") for s in doomed]
+    assert all(store.fs.exists(p) for p in paths)
+    plog.config = plog.config.with_values({"retention_bytes": plog.size_bytes - 1})
+    # retention.bytes counts the whole log: the remote segments first
+    total = m.size_bytes + plog.active_segment.size
+    keep = total - doomed[0].size - doomed[1].size
+    plog.config = plog.config.with_values({"retention_bytes": keep})
+    tier.run_for(plog)
+    assert plog.log_start_offset == doomed[1].end_offset
+    assert plog.remote.manifest.segments == m.segments[2:]
+    assert not any(store.fs.exists(p) for p in paths)
+    # DeleteRecords moves the start further; the next run drops what it passed
+    target = m.segments[3].end_offset
+    plog.delete_records(target)
+    tier.run_for(plog)
+    assert plog.remote.manifest.log_start_offset == target
+    assert plog.remote.manifest.segments[0].base_offset == target
+
+
+def test_a_fenced_leader_uploads_nothing_visible(tmp_path, store):
+    plog = _log(tmp_path)
+    tier = _tier(store, epoch=5)
+    tier.attach(plog)
+    _fill(plog, 20)
+    tier.run_for(plog)
+    m = plog.remote.manifest
+    assert m.leader_epoch == 5
+    _fill(plog, 20)
+    stale = _tier(store, epoch=4)
+    plog.remote = None
+    stale.attach(plog)
+    before = set(store.fs.find(plog.remote.directory))
+    stale.run_for(plog)
+    assert plog.remote.load_manifest() == m
+    assert set(store.fs.find(plog.remote.directory)) == before
+    # the leader of the current epoch continues where the manifest ends
+    plog.remote = None
+    tier.attach(plog)
+    tier.run_for(plog)
+    segs = plog.remote.manifest.segments
+    assert segs[: len(m.segments)] == m.segments and len(segs) > len(m.segments)
+    assert all(a.end_offset <= b.base_offset for a, b in zip(segs, segs[1:], strict=False))
+
+
+def test_a_follower_uploads_nothing(tmp_path, store):
+    plog = _log(tmp_path)
+    follower = RemoteLogManager(store, lambda t, p: None)
+    follower.attach(plog)
+    _fill(plog, 20)
+    follower.run_for(plog)
+    assert plog.remote.manifest.segments == ()
+    assert store.get_bytes(plog.remote.manifest_path) is None
+
+
+def test_store_errors_are_retriable_and_fail_fast(tmp_path, store):
+    plog = _log(tmp_path)
+    tier = _tier(store)
+    tier.attach(plog)
+    _fill(plog, 20)
+    tier.run_for(plog)
+    plog.delete_local_segments_below(plog.remote.manifest.end_offset)
+    seg = plog.remote.manifest.segments[0]
+    store.fs.rm_file(plog.remote.object_path(seg, ".log"))
+    tier.cache.invalidate(plog.remote.object_path(seg, ".log"))
+    with pytest.raises(KafkaStorageError):
+        plog.read(0, 1000)
+    # within the backoff window: refused without asking the store
+    with pytest.raises(KafkaStorageError, match="unavailable"):
+        plog.read(0, 1000)
+
+
+def test_partition_deletion_cleans_the_bucket(tmp_path, store):
+    tier = _tier(store, task_interval_ms=3_600_000)
+    mgr = LogManager([str(tmp_path / "d")], LogConfig(**TIERED), tier=tier)
+    try:
+        plog = mgr.get_or_create_log("t", 0, topic_id=TOPIC_ID)
+        _fill(plog, 20)
+        tier.run_for(plog)
+        directory = plog.remote.directory
+        assert store.fs.exists(f"{directory}/{MANIFEST}")
+        json.loads(store.get_bytes(f"{directory}/{MANIFEST}"))
+        mgr.delete_log("t", 0)
+        tier.run_once()
+        assert not store.fs.exists(f"{directory}/{MANIFEST}")
+    finally:
+        mgr.shutdown()

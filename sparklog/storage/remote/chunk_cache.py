@@ -34,23 +34,23 @@ class ChunkCache:
         self.hits = 0
         self.misses = 0
 
-    def read_range(self, path: str, position: int, size: int) -> bytes:
-        """Bytes [position, position + size) of ``path``, fewer only at the object's end."""
+    def read(self, path: str, object_size: int, position: int, size: int) -> bytes:
+        """Bytes [position, position + size) of ``path`` (``object_size`` bytes long: chunks
+        are never asked for past its end, which some stores refuse), fewer at its end."""
+        size = min(size, object_size - position)
         if size <= 0:
             return b""
         cb = self.chunk_bytes
         first, last = position // cb, (position + size - 1) // cb
         parts = []
         for i in range(first, last + 1):
-            chunk = self._chunk(path, i)
+            chunk = self._chunk(path, i, min(cb, object_size - i * cb))
             lo = position - i * cb if i == first else 0
             hi = position + size - i * cb if i == last else cb
             parts.append(chunk[lo:hi])
-            if len(chunk) < cb:  # the object ends in this chunk
-                break
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
-    def _chunk(self, path: str, index: int) -> bytes:
+    def _chunk(self, path: str, index: int, chunk_size: int) -> bytes:
         key = (path, index)
         with self._lock:
             data = self._chunks.get(key)
@@ -59,7 +59,7 @@ class ChunkCache:
                 self.hits += 1
                 return data
             self.misses += 1
-        data = self._fetch(path, index * self.chunk_bytes, self.chunk_bytes)
+        data = self._fetch(path, index * self.chunk_bytes, chunk_size)
         with self._lock:
             if key not in self._chunks:
                 self._chunks[key] = data

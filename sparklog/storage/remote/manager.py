@@ -163,6 +163,7 @@ class RemoteLogManager:
         rl = plog.remote
         if rl is None:
             return
+        rl.delete_orphans()
         rl.load_manifest()
         epoch = self.leader_epoch_of(plog.topic, plog.partition)
         if epoch is not None:

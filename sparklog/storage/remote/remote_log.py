@@ -64,6 +64,7 @@ class RemoteLog:
         self._lock = threading.Lock()
         self._unavailable_until = 0.0  # monotonic seconds; reads fail fast before it
         self._indexes: OrderedDict[str, tuple[array, array]] = OrderedDict()
+        self._orphans: list[str] = []  # unlisted objects whose deletion failed
 
     def __repr__(self) -> str:
         return f"RemoteLog({self.directory}, {len(self._manifest.segments)} segments)"
@@ -148,11 +149,27 @@ class RemoteLog:
         return seg
 
     def _delete_quietly(self, paths: list[str]) -> None:
-        try:
-            self.store.delete(paths)
-        except RemoteStorageError as exc:
-            log.warning("%s-%d: could not delete unlisted objects %s: %s", self.topic,
-                        self.partition, paths, exc)
+        """Delete objects no manifest lists; those that fail are retried by
+        ``delete_orphans`` (each run of the task) instead of being forgotten."""
+        for p in paths:
+            try:
+                self.store.delete([p])
+            except RemoteStorageError as exc:
+                log.warning("%s-%d: could not delete unlisted object %s, retrying later: %s",
+                            self.topic, self.partition, p, exc)
+                with self._lock:
+                    self._orphans.append(p)
+
+    @property
+    def orphan_count(self) -> int:
+        """Unlisted objects still waiting for their deletion to succeed."""
+        return len(self._orphans)
+
+    def delete_orphans(self) -> None:
+        """Retry deleting objects of failed or fenced uploads."""
+        with self._lock:
+            paths, self._orphans = self._orphans, []
+        self._delete_quietly(paths)
 
     def delete_segments(self, segments: list[RemoteSegment]) -> None:
         """Delete the objects of segments no manifest lists any more."""
@@ -162,7 +179,7 @@ class RemoteLog:
                 self.cache.invalidate(p)
             with self._lock:
                 self._indexes.pop(seg.segment_id, None)
-            self.store.delete(paths)
+            self._delete_quietly(paths)
 
     def download(self, seg: RemoteSegment, suffix: str, local_path: str) -> bool:
         """Copy one object of ``seg`` to a local file (atomically); False when absent."""
@@ -193,7 +210,8 @@ class RemoteLog:
             raise RemoteStorageError(f"{path} is gone: {exc}") from exc
         if found is not None:
             position, size, next_offset = found
-            info.slices.append(FileSlice(path, position, size, None, self.cache))
+            info.slices.append(FileSlice(path, position, size, None,
+                                         _RemoteObject(self.cache, seg.size)))
             info.size += size
             info.next_offset = next_offset
         return info
@@ -211,7 +229,7 @@ class RemoteLog:
     def _scan(self, seg: RemoteSegment, path: str, offset: int, max_bytes: int,
               limit_offset: int, min_one: bool) -> tuple[int, int, int] | None:
         """(position, size, next offset) of the batches to return, None for none."""
-        read = self.cache.read_range
+        read = _RemoteObject(self.cache, seg.size).read_range
         pos = self._index_floor(seg, offset)
         end_of_object = seg.size
         first = -1
@@ -249,7 +267,7 @@ class RemoteLog:
                 self._indexes.move_to_end(seg.segment_id)
         if idx is None:
             size = seg.files.get(".index", 0)
-            data = self.cache.read_range(self.object_path(seg, ".index"), 0, size) if size else b""
+            data = self.cache.read(self.object_path(seg, ".index"), size, 0, size)
             flat = array("I", data[: len(data) - len(data) % 8])
             if byteorder == "little":
                 flat.byteswap()
@@ -261,3 +279,16 @@ class RemoteLog:
         rel_offsets, positions = idx
         i = bisect_right(rel_offsets, offset - seg.base_offset) - 1
         return positions[i] if i >= 0 else 0
+
+
+class _RemoteObject:
+    """One object's ranges through the chunk cache (a FileSlice's ``RangeReader``)."""
+
+    __slots__ = ("cache", "size")
+
+    def __init__(self, cache: ChunkCache, size: int) -> None:
+        self.cache = cache
+        self.size = size
+
+    def read_range(self, path: str, position: int, size: int) -> bytes:
+        return self.cache.read(path, self.size, position, size)

@@ -130,7 +130,7 @@ class RemoteStore:
 
     def read_range(self, path: str, position: int, size: int) -> bytes:
         """Bytes [position, position + size) of an object (fewer at its end)."""
-        return self.call(lambda: self.fs.cat_file(path, position, position + size),
+        return self.call(lambda: self.fs.cat_file(path, start=position, end=position + size),
                          f"ranged read of {path}")
 
     def delete(self, paths: Iterable[str]) -> None:

@@ -17,22 +17,27 @@ from sparklog.storage import LogConfig, LogManager, PartitionLog
 from sparklog.storage.remote.manager import RemoteLogManager
 from sparklog.storage.remote.store import MANIFEST, RemoteStore, RetryPolicy
 from tests.helpers.batches import make_batch
+from tests.helpers.object_store import FaultyFileSystem
 
 TOPIC_ID = uuid.UUID(int=0x1234).bytes
 TIERED = dict(segment_bytes=600, file_delete_delay_ms=0, remote_storage_enable=True,
               retention_ms=-1)
 
 
-@pytest.fixture(params=["file", "memory"])
+@pytest.fixture(params=["file", "memory", "s3"])
 def store(request, tmp_path):
+    retry = RetryPolicy(attempts=2, initial_backoff_ms=1)
     if request.param == "file":
-        yield RemoteStore.from_url(f"file://{tmp_path}/bucket", retry=RetryPolicy(attempts=2))
-        return
-    fs = fsspec.filesystem("memory")
-    root = f"/tier-{uuid.uuid4().hex}"
-    fs.makedirs(root, exist_ok=True)
-    yield RemoteStore(fs, root, RetryPolicy(attempts=2))
-    fs.rm(root, recursive=True)
+        yield RemoteStore.from_url(f"file://{tmp_path}/bucket", retry=retry)
+    elif request.param == "memory":
+        fs = fsspec.filesystem("memory")
+        root = f"/tier-{uuid.uuid4().hex}"
+        fs.makedirs(root, exist_ok=True)
+        yield RemoteStore(fs, root, retry)
+        fs.rm(root, recursive=True)
+    else:
+        moto = request.getfixturevalue("moto_s3")
+        yield RemoteStore.from_url(f"s3://b-{uuid.uuid4().hex[:12]}/tier", moto.options, retry)
 
 
 def _tier(store, epoch=0, **kw):
@@ -222,3 +227,53 @@ def test_partition_deletion_cleans_the_bucket(tmp_path, store):
         assert not store.fs.exists(f"{directory}/{MANIFEST}")
     finally:
         mgr.shutdown()
+
+
+def test_store_faults_are_retried_and_never_list_a_partial_upload(tmp_path):
+    inner = fsspec.filesystem("memory")
+    root = f"/tier-{uuid.uuid4().hex}"
+    faulty = FaultyFileSystem(inner, fail_rate=0.3, delay_rate=0.2, delay_s=0.002, seed=7)
+    store = RemoteStore(faulty, root, RetryPolicy(attempts=2, initial_backoff_ms=1))
+    plog = _log(tmp_path)
+    tier = _tier(store)
+    while not tier.attach(plog):
+        pass
+    _fill(plog, 60)
+    original = _raw(plog)
+    sealed_end = plog.segments[-1].base_offset
+    plog.config = plog.config.with_values({"local_retention_bytes": 0})
+    for _ in range(200):
+        try:
+            tier.run_for(plog)
+        except KafkaStorageError:
+            pass  # what the task logs and retries on its next run
+        m = plog.remote.manifest
+        # every listed segment is whole in the store, whatever failed around it
+        for seg in m.segments:
+            for suffix, size in seg.files.items():
+                assert inner.size(plog.remote.object_path(seg, suffix)) == size
+        if (m.end_offset == sealed_end and plog.local_log_start_offset == sealed_end
+                and not plog.remote.orphan_count):
+            break
+    else:
+        raise AssertionError(f"tier did not converge: {plog.remote.manifest}")
+    assert faulty.failures > 0
+    # objects of failed uploads were removed: only listed segments remain
+    listed = {plog.remote.object_path(s, x) for s in m.segments for x in s.files}
+    left = {p for p in inner.find(root) if not p.endswith("manifest.json")}
+    assert left == listed
+    # reads retry through faults too: a consumer gets every byte, some fetches fail first
+    faulty.fail_rate = 0.2
+    plog.remote.read_backoff_ms = 0  # the test does not wait out the fail-fast window
+    got, offset = [], 0
+    for _ in range(2000):
+        if offset >= plog.high_watermark:
+            break
+        try:
+            info = plog.read(offset, 700, max_offset=plog.high_watermark)
+            got.append(info.read_bytes())
+            offset = info.next_offset
+        except KafkaStorageError:
+            pass  # retriable: the consumer fetches again
+    assert b"".join(got) == original
+    inner.rm(root, recursive=True)

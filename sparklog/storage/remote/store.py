@@ -103,6 +103,7 @@ class RemoteStore:
         """Upload a local file; returns the size the store reports for it (checked against
         the local size by the caller, so a short upload is never listed)."""
         self.call(lambda: self.fs.put_file(local_path, path), f"upload of {path}")
+        self.fs.invalidate_cache(path)  # the size must come from the store, not a listing
         return self.call(lambda: self.fs.size(path), f"size of {path}")
 
     def makedirs(self, path: str) -> None:

@@ -429,7 +429,16 @@ class PartitionLog:
         """ListOffsets: earliest offset whose record timestamp >= ``timestamp``; the
         special values -1 (latest = LEO; the broker clamps to HW/LSO), -2 (earliest),
         -3 (max timestamp), -4 (earliest local), -5 (latest tiered: None until a remote tier
-        exists). None when no record qualifies."""
+        exists). None when no record qualifies. A tiered log looks in the bucket first
+        (outside the lock: the store may be slow)."""
+        remote = self.remote
+        if (remote is not None and timestamp >= 0
+                and self._log_start_offset < self.local_log_start_offset):
+            found = remote.offset_for_timestamp(timestamp, self._log_start_offset)
+            if found is not None:
+                with self._lock:
+                    return TimestampAndOffset(found[0], found[1],
+                                              self._epochs.epoch_for_offset(found[1]))
         with self._lock:
             self._check_open()
             if timestamp == EARLIEST_TIMESTAMP:

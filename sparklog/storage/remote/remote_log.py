@@ -31,7 +31,13 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from sys import byteorder
 
-from sparklog.protocol.batch_header import LAST_OFFSET_DELTA_OFFSET, LOG_OVERHEAD
+from sparklog.protocol.batch_header import (
+    BATCH_HEADER_SIZE,
+    LAST_OFFSET_DELTA_OFFSET,
+    LOG_OVERHEAD,
+    read_header,
+)
+from sparklog.protocol.records import decode_batch
 
 from ..backend import FileSlice
 from ..checkpoints import atomic_write, format_epoch_checkpoint
@@ -258,6 +264,27 @@ class RemoteLog:
         if first < 0 or end == first:
             return None
         return first, end - first, next_offset
+
+    def offset_for_timestamp(self, timestamp: int, log_start_offset: int) -> tuple[int, int] | None:
+        """ListOffsets in the bucket: (timestamp, offset) of the first uploaded record at or
+        after ``log_start_offset`` whose timestamp is >= ``timestamp``, None when there is
+        none. Only segments and batches whose max timestamp qualifies are read."""
+        for seg in self._manifest.segments:
+            if seg.end_offset <= log_start_offset or seg.max_timestamp < timestamp:
+                continue
+            path = self.object_path(seg, ".log")
+            obj = _RemoteObject(self.cache, seg.size)
+            pos = self._index_floor(seg, max(log_start_offset, seg.base_offset))
+            while pos + BATCH_HEADER_SIZE <= seg.size:
+                h = read_header(obj.read_range(path, pos, BATCH_HEADER_SIZE))
+                if (h.base_offset + h.last_offset_delta >= log_start_offset
+                        and h.max_timestamp >= timestamp):
+                    for r in decode_batch(obj.read_range(path, pos, h.size)).records:
+                        ts = r.timestamp if r.timestamp is not None else -1
+                        if ts >= timestamp and r.offset >= log_start_offset:
+                            return ts, r.offset
+                pos += h.size
+        return None
 
     def _index_floor(self, seg: RemoteSegment, offset: int) -> int:
         """Position of the last index entry at or before ``offset`` (0 without one)."""

@@ -91,12 +91,16 @@ def test_upload_lists_complete_segments_and_remote_reads_equal_local(tmp_path, s
     # nothing uploaded twice
     tier.run_for(plog)
     assert plog.remote.manifest == m
+    times = [999_999, 1_000_000, 1_000_007, 1_000_020, 1_000_038, 1_000_041, 2_000_000]
+    by_time = [plog.offset_for_timestamp(t) for t in times]
     # local retention 0 bytes: every uploaded segment goes locally, the log start stays
     plog.config = plog.config.with_values({"local_retention_bytes": 0})
     tier.run_for(plog)
     assert plog.local_log_start_offset == m.end_offset
     assert plog.log_start_offset == 0
     assert _read_everything(plog, 0) == original
+    # ListOffsets by timestamp finds the same records in the bucket
+    assert [plog.offset_for_timestamp(t) for t in times] == by_time
     assert [b.base_offset for b in decode_batches(_read_everything(plog, 5))][0] == 3
 
 

@@ -267,11 +267,12 @@ class LogManager:
         """AlterConfigs: new settings apply to the topic's logs from now on."""
         with self._lock:
             self.topic_configs[topic] = config
-            for (t, _p), plog in self._logs.items():
-                if t == topic:
-                    plog.config = config
-                    if self.tier is not None:
-                        self.tier.attach(plog)  # remote.storage.enable may have been set
+            logs = [plog for (t, _p), plog in self._logs.items() if t == topic]
+            for plog in logs:
+                plog.config = config
+        if self.tier is not None:
+            for plog in logs:
+                self.tier.attach(plog)  # remote.storage.enable may have been set
 
     def delete_log(self, topic: str, partition: int) -> bool:
         """Close the log and remove its directory (renamed ``...-delete`` first, so a crash

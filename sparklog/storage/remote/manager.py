@@ -131,10 +131,13 @@ class RemoteLogManager:
         self._thread.start()
 
     def shutdown(self, timeout_s: float = 30.0) -> None:
+        """Stop the task; bucket directories of deleted partitions still queued are
+        removed now (best effort: a store that fails leaves them)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout_s)
             self._thread = None
+        self._delete_dirs()
 
     def _run(self) -> None:
         while not self._stop.wait(self.task_interval_ms / 1000):
@@ -164,7 +167,11 @@ class RemoteLogManager:
         if rl is None:
             return
         rl.delete_orphans()
-        rl.load_manifest()
+        m = rl.load_manifest()
+        if m.segments and m.log_start_offset > plog.log_start_offset:
+            # the leader's retention or DeleteRecords moved the start (this broker may have
+            # been a follower then): offsets below it are gone from the bucket
+            plog.delete_records(min(m.log_start_offset, plog.high_watermark))
         epoch = self.leader_epoch_of(plog.topic, plog.partition)
         if epoch is not None:
             self.copy_segments(plog, rl, epoch)

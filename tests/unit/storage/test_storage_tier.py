@@ -55,6 +55,16 @@ def _fill(plog, n, *, ts0=1_000_000):
     plog.update_high_watermark(plog.log_end_offset)
 
 
+def _uploaded(tmp_path, store, batches, epoch=0):
+    """A tiered log of ``batches`` batches whose sealed segments the tier uploaded."""
+    plog = _log(tmp_path)
+    tier = _tier(store, epoch)
+    tier.attach(plog)
+    _fill(plog, batches)
+    tier.run_for(plog)
+    return plog, tier
+
+
 def _read_everything(plog, start=None):
     """Batches from ``start`` to the HW, fetch by fetch, as a consumer would."""
     offset = plog.log_start_offset if start is None else start
@@ -74,14 +84,10 @@ def _raw(plog):
 
 
 def test_upload_lists_complete_segments_and_remote_reads_equal_local(tmp_path, store):
-    plog = _log(tmp_path)
-    tier = _tier(store)
-    tier.attach(plog)
-    _fill(plog, 40)
+    plog, tier = _uploaded(tmp_path, store, 40)
     original = _raw(plog)
     sealed = plog.segments[:-1]
     assert len(sealed) > 3
-    tier.run_for(plog)
     m = plog.remote.manifest
     assert [s.base_offset for s in m.segments] == [s.base_offset for s in sealed]
     assert m.end_offset == sealed[-1].next_offset and m.leader_epoch == 0
@@ -138,16 +144,11 @@ def test_restore_from_empty_disk_continues_after_last_upload(tmp_path, store):
 
 
 def test_total_retention_deletes_remote_segments_and_moves_log_start(tmp_path, store):
-    plog = _log(tmp_path)
-    tier = _tier(store)
-    tier.attach(plog)
-    _fill(plog, 40)
-    tier.run_for(plog)
+    plog, tier = _uploaded(tmp_path, store, 40)
     m = plog.remote.manifest
     doomed = m.segments[:2]
     paths = [plog.remote.object_path(s, ".log") for s in doomed]
     assert all(store.fs.exists(p) for p in paths)
-    plog.config = plog.config.with_values({"retention_bytes": plog.size_bytes - 1})
     # retention.bytes counts the whole log: the remote segments first
     total = m.size_bytes + plog.active_segment.size
     keep = total - doomed[0].size - doomed[1].size
@@ -165,11 +166,7 @@ def test_total_retention_deletes_remote_segments_and_moves_log_start(tmp_path, s
 
 
 def test_a_fenced_leader_uploads_nothing_visible(tmp_path, store):
-    plog = _log(tmp_path)
-    tier = _tier(store, epoch=5)
-    tier.attach(plog)
-    _fill(plog, 20)
-    tier.run_for(plog)
+    plog, tier = _uploaded(tmp_path, store, 20, epoch=5)
     m = plog.remote.manifest
     assert m.leader_epoch == 5
     _fill(plog, 20)
@@ -200,11 +197,7 @@ def test_a_follower_uploads_nothing(tmp_path, store):
 
 
 def test_store_errors_are_retriable_and_fail_fast(tmp_path, store):
-    plog = _log(tmp_path)
-    tier = _tier(store)
-    tier.attach(plog)
-    _fill(plog, 20)
-    tier.run_for(plog)
+    plog, tier = _uploaded(tmp_path, store, 20)
     plog.delete_local_segments_below(plog.remote.manifest.end_offset)
     seg = plog.remote.manifest.segments[0]
     store.fs.rm_file(plog.remote.object_path(seg, ".log"))

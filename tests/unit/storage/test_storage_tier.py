@@ -274,3 +274,43 @@ def test_store_faults_are_retried_and_never_list_a_partial_upload(tmp_path):
             pass  # retriable: the consumer fetches again
     assert b"".join(got) == original
     inner.rm(root, recursive=True)
+
+
+def test_a_new_leader_with_other_segment_boundaries_continues_the_manifest(tmp_path, store):
+    """Leader A uploads, leader B (epoch 1, segments cut elsewhere) takes over mid-way and
+    A's late upload is fenced: the manifest covers every offset once, with no gap."""
+    a, tier_a = _uploaded(tmp_path, store, 20)
+    b = PartitionLog(str(tmp_path / "b" / "t-0"), LogConfig(**{**TIERED, "segment_bytes": 900}),
+                     topic_id=TOPIC_ID)
+    _fill(b, 40)
+    _fill(a, 20)  # A goes on appending (an old leader that has not learnt of B yet)
+    tier_b = _tier(store, epoch=1)
+    tier_b.attach(b)
+    tier_b.run_for(b)
+    assert tier_a.copy_segments(a, a.remote, 0) == 0  # fenced: nothing listed
+    segs = b.remote.load_manifest().segments
+    assert segs[0].base_offset == 0 and segs[-1].end_offset == b.segments[-1].base_offset
+    for prev, nxt in zip(segs, segs[1:], strict=False):
+        assert nxt.base_offset <= prev.end_offset < nxt.end_offset
+    assert {s.leader_epoch for s in segs} == {0, 1}
+    listed = {b.remote.object_path(s, x) for s in segs for x in s.files}
+    assert {p for p in store.fs.find(b.remote.directory)
+            if not p.endswith("manifest.json")} == listed
+    original = _raw(b)
+    b.delete_local_segments_below(segs[-1].end_offset)
+    assert b.local_log_start_offset == segs[-1].end_offset
+    assert _read_everything(b, 0) == original
+
+
+def test_a_followers_log_start_follows_the_manifest(tmp_path, store):
+    leader, tier = _uploaded(tmp_path, store, 40)
+    follower = PartitionLog(str(tmp_path / "f" / "t-0"), LogConfig(**TIERED), topic_id=TOPIC_ID)
+    _fill(follower, 40)
+    target = leader.remote.manifest.segments[2].end_offset
+    leader.delete_records(target)
+    tier.run_for(leader)
+    follower_tier = RemoteLogManager(store, lambda t, p: None)
+    follower_tier.attach(follower)
+    follower_tier.run_for(follower)
+    assert follower.log_start_offset == target
+    assert follower.local_log_start_offset == target  # its segments below went too

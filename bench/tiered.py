@@ -116,27 +116,37 @@ def bench_upload(args: argparse.Namespace, workdir: str, options: dict[str, str]
         plog.append_as_leader(encode_batch(recs), 0)
     plog.roll()
     plog.update_high_watermark(plog.log_end_offset)
-    url = store_url(args.store, workdir, options)
-    store = RemoteStore.from_url(url, options)
-    tier = RemoteLogManager(store, lambda t, p: 0)
-    tier.attach(plog)
     files = [os.path.join(plog.directory, n) for n in sorted(os.listdir(plog.directory))
              if n.endswith((".log", ".index", ".timeindex", ".snapshot"))
              and not n.startswith(f"{plog.log_end_offset:020d}")]
     nbytes = sum(os.path.getsize(f) for f in files)
-    t0 = time.perf_counter()
-    n = tier.copy_segments(plog, plog.remote, 0)
-    t_tier = time.perf_counter() - t0
+    url = store_url(args.store, workdir, options)
     fs, root = fsspec.url_to_fs(url, **options)
-    dst = f"{root}-plain"
-    fs.makedirs(dst, exist_ok=True)
-    t0 = time.perf_counter()
-    for f in files:
-        fs.put_file(f, f"{dst}/{os.path.basename(f)}")
-    t_put = time.perf_counter() - t0
+    t_tier, t_put = [], []
+    for rep in range(args.reps):
+        def tier_upload(rep: int = rep) -> None:
+            tier = RemoteLogManager(RemoteStore.from_url(f"{url}/tier-{rep}", options),
+                                    lambda t, p: 0)
+            plog.remote = None
+            tier.attach(plog)
+            tier.copy_segments(plog, plog.remote, 0)
+
+        def plain_put(rep: int = rep) -> None:
+            dst = f"{root}/plain-{rep}"
+            fs.makedirs(dst, exist_ok=True)
+            for f in files:
+                fs.put_file(f, f"{dst}/{os.path.basename(f)}")
+
+        # alternate which goes first: the second one finds the page cache warmer
+        for name, fn in (("tier", tier_upload), ("put", plain_put))[:: 1 if rep % 2 else -1]:
+            t0 = time.perf_counter()
+            fn()
+            (t_tier if name == "tier" else t_put).append(time.perf_counter() - t0)
+    n = len(plog.remote.manifest.segments)
+    t_tier_best, t_put_best = min(t_tier), min(t_put)
     plog.close()
-    return {"segments": n, "mib": nbytes / MiB, "tier_mibps": nbytes / MiB / t_tier,
-            "put_mibps": nbytes / MiB / t_put}
+    return {"segments": n, "mib": nbytes / MiB, "tier_mibps": nbytes / MiB / t_tier_best,
+            "put_mibps": nbytes / MiB / t_put_best}
 
 
 def main(argv: list[str] | None = None) -> int:

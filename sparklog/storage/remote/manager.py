@@ -137,6 +137,7 @@ class RemoteLogManager:
         if self._thread is not None:
             self._thread.join(timeout_s)
             self._thread = None
+        self.cache.close()
         self._delete_dirs()
 
     def _run(self) -> None:

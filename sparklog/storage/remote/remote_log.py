@@ -224,10 +224,19 @@ class RemoteLog:
 
     def prefetch(self, offset: int, max_bytes: int) -> None:
         """Read what a fetch at ``offset`` needs into the chunk cache (the broker calls it
-        on a worker thread before the fetch reads); failures only open the fail-fast window."""
+        on a worker thread before the fetch reads); failures only open the fail-fast window.
+        Objects that are local files need none: they are sent from the file."""
+        if self.store.local_files:
+            return
         try:
-            self.read(FetchDataInfo(offset, offset), offset, max_bytes,
-                      self._manifest.end_offset or offset, True)
+            info = self.read(FetchDataInfo(offset, offset), offset, max_bytes,
+                             self._manifest.end_offset or offset, True)
+            if info.slices:
+                # the consumer's next fetch starts where this one ends: fetch it meanwhile
+                s = info.slices[-1]
+                seg = self._manifest.segment_for(offset)
+                if seg is not None:
+                    self.cache.read_ahead(s.path, seg.size, s.position + s.size, max_bytes)
         except RemoteStorageError as exc:
             log.debug("prefetch of %s-%d at %d failed: %s", self.topic, self.partition, offset,
                       exc)

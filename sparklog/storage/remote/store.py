@@ -61,6 +61,9 @@ class RemoteStore:
         # a rename is atomic (and cheap) on local and memory filesystems; object stores
         # have none, but one PUT replaces an object whole
         self._rename_is_atomic = isinstance(fs, LocalFileSystem | MemoryFileSystem)
+        # objects of a file:// store are local files: the fetch path sends them with
+        # sendfile by their path, as it does local segments
+        self.local_files = isinstance(fs, LocalFileSystem)
 
     @classmethod
     def from_url(cls, url: str, options: Mapping[str, str] | None = None,

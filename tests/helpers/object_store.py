@@ -5,7 +5,8 @@ wrapper filesystem that fails or delays a fraction of calls.
 s3fs talks to it as it would to AWS) and stops it in ``stop``. ``FaultyFileSystem`` wraps a
 real fsspec filesystem: each call the tier makes fails with ``OSError`` with probability
 ``fail_rate`` (a 5xx, a timeout) or sleeps ``delay_s`` first with probability
-``delay_rate`` (throttling), from a seeded RNG so a failing run repeats.
+``delay_rate`` (throttling), from a seeded RNG so a failing run repeats; while its ``gate``
+is cleared every call hangs (a store that stopped answering).
 """
 
 from __future__ import annotations
@@ -92,6 +93,10 @@ class FaultyFileSystem(AbstractFileSystem):
                  delay_rate: float = 0.0, delay_s: float = 0.05, seed: int = 0) -> None:
         super().__init__()
         self.inner = inner
+        # while cleared, every call waits for it (a store that hangs); set by default
+        self.gate = threading.Event()
+        self.gate.set()
+        self.waiting = 0  # calls waiting at the gate now
         self.fail_rate = fail_rate
         self.delay_rate = delay_rate
         self.delay_s = delay_s
@@ -101,6 +106,12 @@ class FaultyFileSystem(AbstractFileSystem):
         self.failures = 0
 
     def _fault(self, what: str) -> None:
+        if not self.gate.is_set():
+            with self._lock:
+                self.waiting += 1
+            self.gate.wait()
+            with self._lock:
+                self.waiting -= 1
         with self._lock:
             self.calls += 1
             fail = self._rng.random() < self.fail_rate

@@ -67,7 +67,8 @@ class RemoteLog:
         self.manifest_path = f"{self.directory}/{MANIFEST}"
         self.read_backoff_ms = read_backoff_ms
         self._manifest = PartitionManifest()
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the small state below; never held over a store call
+        self._write_lock = threading.Lock()  # one manifest replacement at a time
         self._unavailable_until = 0.0  # monotonic seconds; reads fail fast before it
         self._indexes: OrderedDict[str, tuple[array, array]] = OrderedDict()
         self._orphans: list[str] = []  # unlisted objects whose deletion failed
@@ -94,7 +95,7 @@ class RemoteLog:
                          leader_epoch: int) -> bool:
         """Write ``new`` if the stored manifest is still ``expected`` and no newer leader
         wrote one; False (nothing written) otherwise."""
-        with self._lock:
+        with self._write_lock:
             current = self.load_manifest()
             if current.leader_epoch > leader_epoch:
                 log.warning("%s-%d: leader epoch %d is fenced by %d in %s; not writing",

@@ -5,6 +5,7 @@ restore of an empty local directory, retention, fencing, bucket clean-up."""
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from sparklog.storage.remote.manager import RemoteLogManager
 from sparklog.storage.remote.store import MANIFEST, RemoteStore, RetryPolicy
 from tests.helpers.batches import make_batch
 from tests.helpers.object_store import FaultyFileSystem
+from tests.helpers.polling import wait_for
 
 TOPIC_ID = uuid.UUID(int=0x1234).bytes
 TIERED = dict(segment_bytes=600, file_delete_delay_ms=0, remote_storage_enable=True,
@@ -314,3 +316,35 @@ def test_a_followers_log_start_follows_the_manifest(tmp_path, store):
     follower_tier.run_for(follower)
     assert follower.log_start_offset == target
     assert follower.local_log_start_offset == target  # its segments below went too
+
+
+def test_a_hanging_store_never_blocks_appends_or_local_reads(tmp_path):
+    inner = fsspec.filesystem("memory")
+    root = f"/tier-{uuid.uuid4().hex}"
+    faulty = FaultyFileSystem(inner)
+    tier = _tier(RemoteStore(faulty, root, RetryPolicy(attempts=1)), task_interval_ms=10)
+    mgr = LogManager([str(tmp_path / "d")], LogConfig(**TIERED), tier=tier)
+    try:
+        plog = mgr.get_or_create_log("t", 0, topic_id=TOPIC_ID)
+        faulty.gate.clear()  # the store stops answering
+        mgr.start()  # the tier's thread uploads every 10 ms
+        _fill(plog, 10)
+        wait_for(lambda: faulty.waiting > 0, 10, "the uploader to hang on the store")
+        done = threading.Event()
+
+        def produce_and_read() -> None:
+            _fill(plog, 100, ts0=2_000_000)
+            assert decode_batches(plog.read(0, 1 << 20).read_bytes())[0].base_offset == 0
+            done.set()
+
+        t = threading.Thread(target=produce_and_read)
+        t.start()
+        assert done.wait(10), "appends waited for the store"
+        t.join()
+        faulty.gate.set()
+        wait_for(lambda: plog.remote.manifest.end_offset == plog.segments[-1].base_offset, 10,
+                 "the uploads once the store answers again")
+    finally:
+        faulty.gate.set()
+        mgr.shutdown()
+        inner.rm(root, recursive=True)

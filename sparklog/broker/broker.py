@@ -224,12 +224,16 @@ class Broker:
 
     # -- topic operations (validated by the controller / LogConfig) --------------------
 
-    def _check_configs(self, configs: Mapping[str, str]) -> None:
+    def _check_configs(self, configs: Mapping[str, str], current: LogConfig | None = None) -> None:
         # the storage layer must accept them too (types, ranges)
         cfg = self._base_log_config.with_overrides(dict(configs))
+        # Kafka's rules for tiered topics (KIP-405)
         if cfg.remote_storage_enable and not self.config.get("remote.log.storage.system.enable"):
             raise InvalidConfigError("Tiered Storage functionality is disabled in the broker. "
                                      "Topic cannot be configured with remote log storage.")
+        if current is not None and current.remote_storage_enable and not cfg.remote_storage_enable:
+            raise InvalidConfigError(
+                "Disabling remote storage feature on the topic level is not supported.")
 
     def create_topic(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
                      configs: Mapping[str, str] | None = None, *,
@@ -263,7 +267,7 @@ class Broker:
         return self.channel.create_partitions(name, total, assignments, validate_only=validate_only)
 
     def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
-        self._check_configs(configs)
+        self._check_configs(configs, self.log_config_for(name))
         self.channel.set_topic_configs(name, configs)
 
     # -- dynamic broker configs -----------------------------------------------------------

@@ -136,7 +136,29 @@ def test_every_client_reads_a_tiered_topic_from_the_bucket(server_factory, tmp_p
     assert fetched[: len(remote)] == remote
     local = b"".join(p.read_bytes() for p in sorted((tmp_path / "data" / "tiered-0").glob("*.log")))
     assert fetched[len(remote):] == local
+    # as in Kafka, a tiered topic cannot go back to local storage only
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+    )
+
+    admin = AdminClient({"bootstrap.servers": bs})
+    res = ConfigResource(ConfigResource.Type.TOPIC, "tiered", incremental_configs=[
+        ConfigEntry("remote.storage.enable", "false",
+                    incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(KafkaException, match="Disabling remote storage"):
+        admin.incremental_alter_configs([res])[res].result(30)
     assert srv.stop() == 0
+
+
+def test_a_broker_without_the_tier_refuses_tiered_topics(cluster):
+    from confluent_kafka import KafkaException
+
+    with pytest.raises(KafkaException, match="Tiered Storage functionality is disabled"):
+        _create(cluster.bootstrap_servers, "not-here", 1)
 
 
 def test_restart_with_empty_partition_dirs_continues_from_the_bucket(server_factory, tmp_path,

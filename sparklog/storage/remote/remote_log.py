@@ -72,6 +72,7 @@ class RemoteLog:
         self._unavailable_until = 0.0  # monotonic seconds; reads fail fast before it
         self._indexes: OrderedDict[str, tuple[array, array]] = OrderedDict()
         self._orphans: list[str] = []  # unlisted objects whose deletion failed
+        self._directory_made = False
 
     def __repr__(self) -> str:
         return f"RemoteLog({self.directory}, {len(self._manifest.segments)} segments)"
@@ -118,8 +119,9 @@ class RemoteLog:
                      max_timestamp: int, leader_epochs: list[tuple[int, int]],
                      leader_epoch: int, log_start_offset: int) -> RemoteSegment | None:
         """Upload one sealed segment (``files``: suffix -> local path, ``.log`` included)
-        and list it; None when fenced or another writer moved the manifest meanwhile."""
-        before = self.load_manifest()
+        and list it after the manifest last read; None when fenced or the stored manifest moved since
+        it was read (another writer, or a stale read: the next run reads it again)."""
+        before = self._manifest
         if before.leader_epoch > leader_epoch:
             return None
         seg_id = self.store.new_segment_id()
@@ -130,7 +132,9 @@ class RemoteLog:
         def path(suffix: str) -> str:
             return self.store.object_path(self.directory, base_offset, seg_id, suffix)
 
-        self.store.makedirs(self.directory)
+        if not self._directory_made:
+            self.store.makedirs(self.directory)
+            self._directory_made = True
         try:
             for suffix, local in files.items():
                 want = os.path.getsize(local)

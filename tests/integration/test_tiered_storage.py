@@ -93,9 +93,10 @@ def _local_start(data: Path, topic: str, partition: int) -> int:
 
 
 def _tiered(bucket: Bucket, data: Path, topic: str, partition: int) -> bool:
-    """Sealed segments uploaded and gone locally: the bucket holds the head of the log."""
+    """Every sealed segment uploaded and gone locally: only the active one is left there."""
     m = bucket.manifest(topic, partition)
-    return (m is not None and bool(m["segments"])
+    local = list((data / f"{topic}-{partition}").glob("*.log"))
+    return (m is not None and bool(m["segments"]) and len(local) == 1
             and _local_start(data, topic, partition) == m["segments"][-1]["end_offset"] > 0)
 
 
@@ -210,7 +211,7 @@ def test_retention_and_topic_deletion_clean_the_bucket(server_factory, tmp_path,
         local = list((data / "shrinking-0").glob("*.log"))
         total = (sum(s["files"][".log"] for s in m["segments"])
                  + sum(p.stat().st_size for p in local))
-        return (m["segments"][-1]["end_offset"] == _local_start(data, "shrinking", 0)
+        return (_tiered(bucket, data, "shrinking", 0)
                 and total - m["segments"][0]["files"][".log"] < 30000)
 
     wait_for(retained, 30, "remote retention to move the log start")

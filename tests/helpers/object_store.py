@@ -156,8 +156,13 @@ class FaultyFileSystem(AbstractFileSystem):
         self._fault("rm")
         self.inner.rm(path, recursive=recursive, **kw)
 
+    def modified(self, path: str) -> Any:
+        self._fault("modified")
+        return self.inner.modified(path)
+
     def exists(self, path: str, **kw: Any) -> bool:
         return self.inner.exists(path, **kw)
 
     def find(self, path: str, **kw: Any) -> Any:
+        self._fault("find")
         return self.inner.find(path, **kw)

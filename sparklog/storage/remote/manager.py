@@ -17,7 +17,9 @@ tiered log (topic config ``remote.storage.enable``), in this order:
 Nothing here runs on the append path: a slow or failing store delays uploads (and so local
 deletion), never produce. Failed steps are logged and retried on the next run; a failed
 upload leaves no listed segment (``RemoteLog.copy_segment``). Partition directories of
-deleted partitions are removed from the bucket by the same thread.
+deleted partitions are removed from the bucket by the same thread, and now and then a
+leader deletes objects of its partition that no manifest lists (an upload the broker died
+in) once they are older than any upload could take.
 """
 
 from __future__ import annotations
@@ -51,10 +53,15 @@ LeaderEpochOf = Callable[[str, int], "int | None"]
 class RemoteLogManager:
     def __init__(self, store: RemoteStore, leader_epoch_of: LeaderEpochOf, *,
                  task_interval_ms: int = 30_000, cache_bytes: int = 64 << 20,
+                 orphan_sweep_interval_ms: int = 3_600_000, orphan_grace_ms: int = 3_600_000,
                  time_ms: Callable[[], int] | None = None) -> None:
+        """``orphan_*``: how often a leader lists its partition's bucket directory for
+        objects no manifest lists, and how old they must be to go."""
         self.store = store
         self.leader_epoch_of = leader_epoch_of
         self.task_interval_ms = task_interval_ms
+        self.orphan_sweep_interval_ms = orphan_sweep_interval_ms
+        self.orphan_grace_ms = orphan_grace_ms
         self.cache = ChunkCache(store.read_range, max_bytes=cache_bytes)
         self._time_ms = time_ms or (lambda: int(time.time() * 1000))
         self._lock = threading.Lock()
@@ -177,6 +184,10 @@ class RemoteLogManager:
         if epoch is not None:
             self.copy_segments(plog, rl, epoch)
             self.apply_remote_retention(plog, rl, epoch)
+            now = self._time_ms()
+            if now - rl.last_sweep_ms >= self.orphan_sweep_interval_ms:
+                rl.last_sweep_ms = now
+                rl.sweep_unlisted(self.orphan_grace_ms, now)
         self.apply_local_retention(plog, rl)
 
     def copy_segments(self, plog: PartitionLog, rl: RemoteLog, leader_epoch: int) -> int:

@@ -73,6 +73,7 @@ class RemoteLog:
         self._indexes: OrderedDict[str, tuple[array, array]] = OrderedDict()
         self._orphans: list[str] = []  # unlisted objects whose deletion failed
         self._directory_made = False
+        self.last_sweep_ms = 0  # when ``sweep_unlisted`` last ran (the manager's clock)
 
     def __repr__(self) -> str:
         return f"RemoteLog({self.directory}, {len(self._manifest.segments)} segments)"
@@ -181,6 +182,21 @@ class RemoteLog:
         with self._lock:
             paths, self._orphans = self._orphans, []
         self._delete_quietly(paths)
+
+    def sweep_unlisted(self, older_than_ms: int, now_ms: int) -> int:
+        """Delete this partition's objects that the manifest does not list (an upload the
+        broker died in, a manifest temp file) once older than ``older_than_ms``; returns how
+        many were found. The leader calls it between its own uploads; the age keeps the
+        upload of a fenced leader still in flight out of it."""
+        listed = {self.object_path(s, x) for s in self._manifest.segments for x in s.files}
+        listed.add(self.manifest_path)
+        doomed = [p for p in self.store.list_files(self.directory) if p not in listed
+                  and now_ms - self.store.modified_ms(p) > older_than_ms]
+        if doomed:
+            log.info("%s-%d: deleting %d unlisted objects from the bucket", self.topic,
+                     self.partition, len(doomed))
+            self._delete_quietly(doomed)
+        return len(doomed)
 
     def delete_segments(self, segments: list[RemoteSegment]) -> None:
         """Delete the objects of segments no manifest lists any more."""

@@ -137,6 +137,19 @@ class RemoteStore:
         return self.call(lambda: self.fs.cat_file(path, start=position, end=position + size),
                          f"ranged read of {path}")
 
+    def list_files(self, path: str) -> list[str]:
+        """Every object under ``path`` (none when it does not exist), as the store lists
+        them now."""
+        self.fs.invalidate_cache(path)
+        try:
+            return list(self.call(lambda: self.fs.find(path), f"listing of {path}"))
+        except FileNotFoundError:
+            return []
+
+    def modified_ms(self, path: str) -> int:
+        return int(self.call(lambda: self.fs.modified(path), f"mtime of {path}").timestamp()
+                   * 1000)
+
     def delete(self, paths: Iterable[str]) -> None:
         for p in paths:
             try:

@@ -348,3 +348,24 @@ def test_a_hanging_store_never_blocks_appends_or_local_reads(tmp_path):
         faulty.gate.set()
         mgr.shutdown()
         inner.rm(root, recursive=True)
+
+
+def test_objects_of_an_upload_the_broker_died_in_are_swept(tmp_path, store):
+    plog, tier = _uploaded(tmp_path, store, 20)
+    rl = plog.remote
+    listed = set(store.fs.find(rl.directory))
+    crashed = [store.object_path(rl.directory, 12, "deadbeef", x) for x in (".log", ".index")]
+    for p in crashed:
+        store.put_bytes(p, b"half an upload")
+    store.put_bytes(f"{rl.manifest_path}.0123.tmp", b"{")
+    young = _tier(store, orphan_sweep_interval_ms=0, orphan_grace_ms=3_600_000)
+    plog.remote = None
+    young.attach(plog)
+    young.run_for(plog)  # too young to tell from an upload in flight: kept
+    assert all(store.fs.exists(p) for p in crashed)
+    sweeper = _tier(store, orphan_sweep_interval_ms=0, orphan_grace_ms=-1)
+    plog.remote = None
+    sweeper.attach(plog)
+    sweeper.run_for(plog)
+    store.fs.invalidate_cache()
+    assert set(store.fs.find(plog.remote.directory)) == listed

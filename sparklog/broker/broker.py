@@ -152,6 +152,9 @@ class Broker:
             info = known.get(topic)
             if info is None or partition not in info.partitions:
                 log.info("deleting stray log %s-%d (not in the metadata)", topic, partition)
+                plog = self.log_manager.get_log(topic, partition)
+                if info is None and plog is not None and plog.topic_id is not None:
+                    self._delete_from_tier(topic, plog.topic_id)  # deleted while we were down
                 self.log_manager.delete_log(topic, partition)
         self.log_manager.start()
 
@@ -170,6 +173,11 @@ class Broker:
             RemoteStore.from_url(url, options), self._leader_epoch_of,
             task_interval_ms=int(cfg.get("remote.log.manager.task.interval.ms")),
             cache_bytes=int(cfg.get("remote.log.storage.cache.bytes")))
+
+    def _delete_from_tier(self, topic: str, topic_id: bytes) -> None:
+        """A deleted topic's segments leave the bucket too."""
+        if self.log_manager is not None and self.log_manager.tier is not None:
+            self.log_manager.tier.delete_topic(topic, topic_id)
 
     def _leader_epoch_of(self, topic: str, partition: int) -> int | None:
         """The tier uploads only while this broker leads the partition (at this epoch)."""
@@ -213,6 +221,7 @@ class Broker:
                     rec["leader_epoch"], rec["replicas"], rec["isr"], internal=info.internal)
             elif kind == "remove_topic":
                 self.replica_manager.remove_topic(rec["name"])
+                self._delete_from_tier(rec["name"], bytes.fromhex(rec["topic_id"]))
                 deleted.append(rec["name"])
             elif kind == "config":
                 self.log_manager.update_config(rec["topic"], self.log_config_for(rec["topic"]))

@@ -286,9 +286,6 @@ class LogManager:
             return False
         if plog is not None:
             plog.close()
-            if (self.tier is not None and plog.config.remote_storage_enable
-                    and plog.topic_id is not None):
-                self.tier.delete_partition(topic, partition, plog.topic_id)
         directory = os.path.join(d, f"{topic}-{partition}")
         target = os.path.join(d, f"{topic}-{partition}.{uuid.uuid4().hex}-delete")
         try:

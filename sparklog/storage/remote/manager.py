@@ -16,8 +16,8 @@ tiered log (topic config ``remote.storage.enable``), in this order:
 
 Nothing here runs on the append path: a slow or failing store delays uploads (and so local
 deletion), never produce. Failed steps are logged and retried on the next run; a failed
-upload leaves no listed segment (``RemoteLog.copy_segment``). Partition directories of
-deleted partitions are removed from the bucket by the same thread, and now and then a
+upload leaves no listed segment (``RemoteLog.copy_segment``). Directories of deleted
+topics are removed from the bucket by the same thread, and now and then a
 leader deletes objects of its partition that no manifest lists (an upload the broker died
 in) once they are older than any upload could take.
 """
@@ -121,11 +121,13 @@ class RemoteLogManager:
         plog.attach_remote(rl, log_start_offset)
         return True
 
-    def delete_partition(self, topic: str, partition: int, topic_id: bytes | str) -> None:
-        """The partition was deleted: its bucket directory goes (in the background)."""
+    def delete_topic(self, topic: str, topic_id: bytes | str) -> None:
+        """The topic was deleted: its bucket directory goes (in the background). Only topic
+        deletion empties the bucket; a replica leaving this broker leaves it alone."""
         with self._lock:
-            self._remote_logs.pop(TopicPartition(topic, partition), None)
-            self._pending_dir_deletes.append(self.store.partition_dir(topic, topic_id, partition))
+            for tp in [tp for tp in self._remote_logs if tp.topic == topic]:
+                del self._remote_logs[tp]
+            self._pending_dir_deletes.append(self.store.topic_dir(topic, topic_id))
 
     # ------------------------------------------------------------------ the task
     def start(self, logs: Callable[[], dict[TopicPartition, PartitionLog]]) -> None:
@@ -138,7 +140,7 @@ class RemoteLogManager:
         self._thread.start()
 
     def shutdown(self, timeout_s: float = 30.0) -> None:
-        """Stop the task; bucket directories of deleted partitions still queued are
+        """Stop the task; bucket directories of deleted topics still queued are
         removed now (best effort: a store that fails leaves them)."""
         self._stop.set()
         if self._thread is not None:

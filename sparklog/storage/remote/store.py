@@ -73,8 +73,11 @@ class RemoteStore:
         return cls(fs, root, retry)
 
     # -- layout
+    def topic_dir(self, topic: str, topic_id: bytes | str) -> str:
+        return f"{self.root}/{topic}-{topic_id_to_str(topic_id)}"
+
     def partition_dir(self, topic: str, topic_id: bytes | str, partition: int) -> str:
-        return f"{self.root}/{topic}-{topic_id_to_str(topic_id)}/{partition}"
+        return f"{self.topic_dir(topic, topic_id)}/{partition}"
 
     @staticmethod
     def object_path(partition_dir: str, base_offset: int, segment_id: str, suffix: str) -> str:

@@ -16,7 +16,7 @@ from sparklog.protocol.errors import KafkaStorageError
 from sparklog.protocol.records import decode_batches
 from sparklog.storage import LogConfig, LogManager, PartitionLog
 from sparklog.storage.remote.manager import RemoteLogManager
-from sparklog.storage.remote.store import MANIFEST, RemoteStore, RetryPolicy
+from sparklog.storage.remote.store import RemoteStore, RetryPolicy
 from tests.helpers.batches import make_batch
 from tests.helpers.object_store import FaultyFileSystem
 from tests.helpers.polling import wait_for
@@ -211,19 +211,22 @@ def test_store_errors_are_retriable_and_fail_fast(tmp_path, store):
         plog.read(0, 1000)
 
 
-def test_partition_deletion_cleans_the_bucket(tmp_path, store):
+def test_topic_deletion_cleans_the_bucket_and_a_replica_leaving_does_not(tmp_path, store):
     tier = _tier(store, task_interval_ms=3_600_000)
     mgr = LogManager([str(tmp_path / "d")], LogConfig(**TIERED), tier=tier)
     try:
         plog = mgr.get_or_create_log("t", 0, topic_id=TOPIC_ID)
         _fill(plog, 20)
         tier.run_for(plog)
-        directory = plog.remote.directory
-        assert store.fs.exists(f"{directory}/{MANIFEST}")
-        json.loads(store.get_bytes(f"{directory}/{MANIFEST}"))
-        mgr.delete_log("t", 0)
+        manifest = plog.remote.manifest_path
+        json.loads(store.get_bytes(manifest))
+        mgr.delete_log("t", 0)  # the replica moved to another broker: the bucket stays
         tier.run_once()
-        assert not store.fs.exists(f"{directory}/{MANIFEST}")
+        assert store.get_bytes(manifest) is not None
+        tier.delete_topic("t", TOPIC_ID)
+        tier.run_once()
+        assert store.get_bytes(manifest) is None
+        assert not store.fs.exists(store.topic_dir("t", TOPIC_ID))
     finally:
         mgr.shutdown()
 

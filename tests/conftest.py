@@ -2,6 +2,8 @@
 
 - ``cluster``: an EmbeddedCluster (controller + broker in this process) on 127.0.0.1 at a
   port the OS picks, one per test module, stopped when the module is done.
+- ``moto_s3``: moto's standalone S3 server (a child process on 127.0.0.1), one per session,
+  for the object-storage tier's tests against a real S3 API.
 - ``broker_config``: the config that cluster starts with. A module (or a directory's
   conftest) that needs other broker settings overrides this fixture, not ``cluster``.
 
@@ -16,6 +18,7 @@ from collections.abc import Iterator
 import pytest
 
 from sparklog.cluster.embedded import EmbeddedCluster
+from tests.helpers.object_store import MotoS3
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -37,3 +40,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory,
             broker_config: dict[str, str]) -> Iterator[EmbeddedCluster]:
     with EmbeddedCluster(tmp_path_factory.mktemp("broker"), config=broker_config) as c:
         yield c
+
+
+@pytest.fixture(scope="session")
+def moto_s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoS3]:
+    server = MotoS3(tmp_path_factory.mktemp("moto")).start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -31,13 +31,15 @@ from sparklog.broker.metadata_cache import MetadataCache, MetadataRecord, TopicI
 from sparklog.broker.producer_ids import ProducerIdManager
 from sparklog.broker.replica_manager import ReplicaManager
 from sparklog.broker.server import KafkaServer
-from sparklog.protocol.errors import ErrorCode, KafkaError
+from sparklog.protocol.errors import ErrorCode, InvalidConfigError, KafkaError
 from sparklog.protocol.internal_topics import CONSUMER_OFFSETS, INTERNAL_TOPICS
 from sparklog.protocol.topic_names import validate_topic_name
 from sparklog.storage.dir_lock import LogDirLocks
 from sparklog.storage.log_config import LogConfig
 from sparklog.storage.log_manager import LogManager
 from sparklog.storage.partition_log import PartitionLog
+from sparklog.storage.remote.manager import RemoteLogManager
+from sparklog.storage.remote.store import RemoteStore
 
 log = logging.getLogger(__name__)
 
@@ -147,6 +149,7 @@ class Broker:
             checkpoint_interval_ms=int(cfg.get("log.flush.offset.checkpoint.interval.ms")),
             cleaner_enable=bool(cfg.get("log.cleaner.enable")),
             dir_locks=self._dir_locks,
+            tier=self._open_tier(),
         )
         # logs of topics the metadata no longer has (deleted while we were down) go away
         known = self.metadata.topics()
@@ -154,8 +157,37 @@ class Broker:
             info = known.get(topic)
             if info is None or partition not in info.partitions:
                 log.info("deleting stray log %s-%d (not in the metadata)", topic, partition)
+                plog = self.log_manager.get_log(topic, partition)
+                if info is None and plog is not None and plog.topic_id is not None:
+                    self._delete_from_tier(topic, plog.topic_id)  # deleted while we were down
                 self.log_manager.delete_log(topic, partition)
         self.log_manager.start()
+
+    def _open_tier(self) -> RemoteLogManager | None:
+        """The object-storage tier when ``remote.log.storage.system.enable`` (KIP-405)."""
+        cfg = self.config
+        if not cfg.get("remote.log.storage.system.enable"):
+            return None
+        url = cfg.get("remote.log.storage.url")
+        if not url:
+            raise InvalidConfigError("remote.log.storage.system.enable needs remote.log.storage.url")
+        prefix = "remote.log.storage.options."
+        options = {k[len(prefix):]: v for k, v in cfg.raw().items() if k.startswith(prefix)}
+        log.info("remote log storage at %s", url)
+        return RemoteLogManager(
+            RemoteStore.from_url(url, options), self._leader_epoch_of,
+            task_interval_ms=int(cfg.get("remote.log.manager.task.interval.ms")),
+            cache_bytes=int(cfg.get("remote.log.storage.cache.bytes")))
+
+    def _delete_from_tier(self, topic: str, topic_id: bytes) -> None:
+        """A deleted topic's segments leave the bucket too."""
+        if self.log_manager is not None and self.log_manager.tier is not None:
+            self.log_manager.tier.delete_topic(topic, topic_id)
+
+    def _leader_epoch_of(self, topic: str, partition: int) -> int | None:
+        """The tier uploads only while this broker leads the partition (at this epoch)."""
+        p = self.replica_manager.get(topic, partition)
+        return p.leader_epoch if p is not None and p.is_leader else None
 
     def log_config_for(self, topic: str) -> LogConfig:
         info = self.metadata.topic(topic)
@@ -194,6 +226,7 @@ class Broker:
                     rec["leader_epoch"], rec["replicas"], rec["isr"], internal=info.internal)
             elif kind == "remove_topic":
                 self.replica_manager.remove_topic(rec["name"])
+                self._delete_from_tier(rec["name"], bytes.fromhex(rec["topic_id"]))
                 deleted.append(rec["name"])
             elif kind == "config":
                 self.log_manager.update_config(rec["topic"], self.log_config_for(rec["topic"]))
@@ -205,9 +238,16 @@ class Broker:
 
     # -- topic operations (validated by the controller / LogConfig) --------------------
 
-    def _check_configs(self, configs: Mapping[str, str]) -> None:
+    def _check_configs(self, configs: Mapping[str, str], current: LogConfig | None = None) -> None:
         # the storage layer must accept them too (types, ranges)
-        self._base_log_config.with_overrides(dict(configs))
+        cfg = self._base_log_config.with_overrides(dict(configs))
+        # Kafka's rules for tiered topics (KIP-405)
+        if cfg.remote_storage_enable and not self.config.get("remote.log.storage.system.enable"):
+            raise InvalidConfigError("Tiered Storage functionality is disabled in the broker. "
+                                     "Topic cannot be configured with remote log storage.")
+        if current is not None and current.remote_storage_enable and not cfg.remote_storage_enable:
+            raise InvalidConfigError(
+                "Disabling remote storage feature on the topic level is not supported.")
 
     def create_topic(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
                      configs: Mapping[str, str] | None = None, *,
@@ -241,7 +281,7 @@ class Broker:
         return self.channel.create_partitions(name, total, assignments, validate_only=validate_only)
 
     def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
-        self._check_configs(configs)
+        self._check_configs(configs, self.log_config_for(name))
         self.channel.set_topic_configs(name, configs)
 
     # -- dynamic broker configs -----------------------------------------------------------

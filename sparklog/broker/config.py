@@ -165,7 +165,19 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ("leader.imbalance.check.interval.seconds", "long", "300", "How often that check runs."),
     ("leader.imbalance.per.broker.percentage", "int", "10",
      "Rebalance a broker's leaderships when more than this share of them is elsewhere."),
-    ("remote.storage.url", "string", None, "fsspec URL for tiered segments (later)."),
+    ("log.local.retention.ms", "long", "-2",
+     "Tiered topics keep uploaded segments locally this long (-2 = log.retention.ms)."),
+    ("log.local.retention.bytes", "long", "-2",
+     "Tiered topics keep this many bytes locally (-2 = log.retention.bytes)."),
+    ("remote.log.storage.system.enable", "boolean", "false",
+     "Enable the object-storage tier (KIP-405) on this broker."),
+    ("remote.log.manager.task.interval.ms", "long", "30000",
+     "How often sealed segments are uploaded and tier retention runs."),
+    ("remote.log.storage.url", "string", None,
+     "fsspec URL of the tier (sparklog's key), e.g. s3://bucket/prefix or file:///path; "
+     "remote.log.storage.options.<key> are passed to the filesystem."),
+    ("remote.log.storage.cache.bytes", "long", "67108864",
+     "Bytes of recently read remote chunks kept in memory (sparklog's key)."),
 )
 
 # topic config -> (type, broker key whose value is the default, fallback default)
@@ -185,7 +197,10 @@ TOPIC_CONFIGS: dict[str, tuple[str, str | None, str | None]] = {
     "min.cleanable.dirty.ratio": ("double", "log.cleaner.min.cleanable.ratio", "0.5"),
     "min.compaction.lag.ms": ("long", "log.cleaner.min.compaction.lag.ms", "0"),
     "min.insync.replicas": ("int", "min.insync.replicas", "1"),
+    "local.retention.bytes": ("long", "log.local.retention.bytes", "-2"),
+    "local.retention.ms": ("long", "log.local.retention.ms", "-2"),
     "preallocate": ("boolean", "log.preallocate", "false"),
+    "remote.storage.enable": ("boolean", None, "false"),
     "retention.bytes": ("long", "log.retention.bytes", "-1"),
     "retention.ms": ("long", None, "604800000"),
     "segment.bytes": ("int", "log.segment.bytes", "1073741824"),
@@ -194,6 +209,10 @@ TOPIC_CONFIGS: dict[str, tuple[str, str | None, str | None]] = {
     "segment.ms": ("long", None, "604800000"),
     "unclean.leader.election.enable": ("boolean", "unclean.leader.election.enable", "false"),
 }
+
+# -1 means "no limit"; local.retention.* also take -2 ("the same as retention.*")
+_SIGNED_TOPIC_KEYS = frozenset({"retention.ms", "retention.bytes", "local.retention.ms",
+                                "local.retention.bytes"})
 
 _TOPIC_VALIDATORS: dict[str, Callable[[str], None]] = {}
 
@@ -233,8 +252,10 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
             parsed = _PARSERS[typ](value)
         except (ValueError, TypeError):
             raise InvalidConfigError(f"invalid value {value!r} for {name} (expects {typ})") from None
-        if typ in ("int", "long") and name not in ("retention.ms", "retention.bytes") and parsed < 0:
+        if typ in ("int", "long") and name not in _SIGNED_TOPIC_KEYS and parsed < 0:
             raise InvalidConfigError(f"{name} must be >= 0, got {value}")
+        if name in ("local.retention.ms", "local.retention.bytes") and parsed < -2:
+            raise InvalidConfigError(f"{name} must be >= -2, got {value}")
         if name in ("retention.ms", "retention.bytes") and parsed < -1:
             raise InvalidConfigError(f"{name} must be >= -1, got {value}")
         if name == "segment.bytes" and parsed < 14:

@@ -2,7 +2,7 @@
 producer state, leader epochs, and the LogManager that runs them (see docs/architecture.md,
 "On-disk layout"). Knows record batches, nothing of brokers or sockets."""
 
-from .backend import FileSlice, LocalSegmentStore, RemoteSegmentStore, SegmentStore
+from .backend import FileSlice
 from .log_config import LogConfig
 from .log_info import (
     EARLIEST_TIMESTAMP,
@@ -19,12 +19,9 @@ __all__ = [
     "AppendInfo",
     "FetchDataInfo",
     "FileSlice",
-    "LocalSegmentStore",
     "LogConfig",
     "LogManager",
     "PartitionLog",
-    "RemoteSegmentStore",
-    "SegmentStore",
     "TimestampAndOffset",
     "EARLIEST_TIMESTAMP",
     "LATEST_TIMESTAMP",

@@ -1,31 +1,23 @@
-"""Where segment bytes live: the local-file backend now, an object-storage tier later.
+"""Where the bytes of a read live: ``FileSlice``, the read unit given to the fetch path.
 
-The log itself only ever *appends to* and *truncates* the active segment, which must be a local
-file (``os.pwritev`` + ``os.sendfile``). Everything else a segment goes through once sealed —
-listed, read in ranges, copied, deleted — is expressed by ``SegmentStore``, so a tier that
-uploads sealed segments (``.log`` + ``.index`` + ``.timeindex`` + ``.snapshot``) to any fsspec
-URL (KIP-405 style) implements ``RemoteSegmentStore`` and is handed to ``PartitionLog(remote=...)``.
-Reads below the local log start offset are then answered from it (``FileSlice`` with a URL
-``path`` and no local fd); without one they raise OffsetOutOfRange. The tier is not built yet.
-
-``FileSlice`` is the read unit given to the fetch path. Its ``size`` attribute is what the
-protocol encoder looks for to treat it as an external chunk it can ``sendfile``.
+A slice of a local segment carries the segment's descriptor, so the broker can
+``os.sendfile`` it; a slice of a remote segment (``storage.remote``, the object-storage
+tier) carries the ``RangeReader`` its bytes come from (the tier's chunk cache) instead.
+``size`` is what the protocol encoder looks for to treat a slice as an external chunk.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
-from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from typing import Protocol
 
-__all__ = [
-    "FileSlice",
-    "SegmentStore",
-    "LocalSegmentStore",
-    "RemoteSegmentStore",
-    "RemoteSegmentMetadata",
-]
+__all__ = ["FileSlice", "RangeReader"]
+
+
+class RangeReader(Protocol):
+    """Reads byte ranges of objects that are not local files (the remote tier)."""
+
+    def read_range(self, path: str, position: int, size: int) -> bytes: ...
 
 
 class FileSlice:
@@ -39,7 +31,7 @@ class FileSlice:
     __slots__ = ("path", "position", "size", "_fd", "_store")
 
     def __init__(self, path: str, position: int, size: int, fd: int | None = None,
-                 store: SegmentStore | None = None) -> None:
+                 store: RangeReader | None = None) -> None:
         self.path = path
         self.position = position
         self.size = size
@@ -82,77 +74,3 @@ class FileSlice:
 
     def __repr__(self) -> str:
         return f"FileSlice({self.path!r}, position={self.position}, size={self.size})"
-
-
-class SegmentStore(ABC):
-    """Operations on sealed segment files, by path or URL."""
-
-    @abstractmethod
-    def read_range(self, path: str, position: int, size: int) -> bytes: ...
-
-    @abstractmethod
-    def list_dir(self, path: str) -> list[str]: ...
-
-    @abstractmethod
-    def delete(self, path: str) -> None: ...
-
-    @abstractmethod
-    def rename(self, src: str, dst: str) -> None: ...
-
-    @abstractmethod
-    def size(self, path: str) -> int: ...
-
-
-class LocalSegmentStore(SegmentStore):
-    """Plain local files (the default)."""
-
-    def read_range(self, path: str, position: int, size: int) -> bytes:
-        with open(path, "rb") as f:
-            f.seek(position)
-            return f.read(size)
-
-    def list_dir(self, path: str) -> list[str]:
-        return sorted(os.listdir(path))
-
-    def delete(self, path: str) -> None:
-        try:
-            if os.path.isdir(path):
-                shutil.rmtree(path)
-            else:
-                os.remove(path)
-        except FileNotFoundError:
-            pass
-
-    def rename(self, src: str, dst: str) -> None:
-        os.replace(src, dst)
-
-    def size(self, path: str) -> int:
-        return os.path.getsize(path)
-
-
-@dataclass(frozen=True)
-class RemoteSegmentMetadata:
-    """What the (strongly consistent) metadata side knows of one uploaded segment."""
-
-    base_offset: int
-    end_offset: int  # last offset + 1
-    max_timestamp: int
-    size: int
-    url: str  # the .log object; its indexes sit beside it with Kafka's suffixes
-    leader_epochs: tuple[tuple[int, int], ...] = ()
-
-
-class RemoteSegmentStore(SegmentStore):
-    """The tiering plug-in point (data plane + segment listing). Implementations copy sealed
-    local segments to a URL, list what is there, and serve byte ranges back."""
-
-    @abstractmethod
-    def copy_segment(self, topic: str, partition: int, files: dict[str, str],
-                     meta: RemoteSegmentMetadata) -> None:
-        """Upload ``files`` (suffix -> local path); visible once ``meta`` is recorded."""
-
-    @abstractmethod
-    def segments(self, topic: str, partition: int) -> list[RemoteSegmentMetadata]: ...
-
-    @abstractmethod
-    def delete_segment(self, meta: RemoteSegmentMetadata) -> None: ...

@@ -48,6 +48,7 @@ __all__ = [
     "write_offset_checkpoint",
     "read_epoch_checkpoint",
     "write_epoch_checkpoint",
+    "format_epoch_checkpoint",
     "read_partition_metadata",
     "write_partition_metadata",
     "read_meta_properties",
@@ -183,9 +184,14 @@ def read_epoch_checkpoint(path: str) -> list[tuple[int, int]]:
         raise KafkaStorageError(f"malformed entry in {path}") from exc
 
 
-def write_epoch_checkpoint(path: str, entries: list[tuple[int, int]]) -> None:
+def format_epoch_checkpoint(entries: list[tuple[int, int]]) -> str:
+    """The ``leader-epoch-checkpoint`` text of ``entries`` (also uploaded with segments)."""
     lines = [str(_VERSION), str(len(entries))] + [f"{e} {o}" for e, o in entries]
-    atomic_write(path, "\n".join(lines) + "\n")
+    return "\n".join(lines) + "\n"
+
+
+def write_epoch_checkpoint(path: str, entries: list[tuple[int, int]]) -> None:
+    atomic_write(path, format_epoch_checkpoint(entries))
 
 
 def topic_id_to_str(topic_id: bytes | str | uuid.UUID) -> str:

@@ -239,6 +239,10 @@ class LogConfig:
             raise InvalidConfigError(
                 f"Invalid value {self.min_cleanable_dirty_ratio} for min.cleanable.dirty.ratio"
             )
+        if self.remote_storage_enable and self.compact:
+            # Kafka's rule: the tier keeps segments as written, which compaction rewrites
+            raise InvalidConfigError(
+                "Remote log storage is only supported for topics with cleanup.policy=delete")
         if self.min_compaction_lag_ms > self.max_compaction_lag_ms:
             raise InvalidConfigError(
                 "min.compaction.lag.ms must not exceed max.compaction.lag.ms"

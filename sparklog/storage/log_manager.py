@@ -55,6 +55,7 @@ from .dir_lock import LogDirLocks
 from .log_config import LogConfig
 from .log_loader import parse_topic_partition
 from .partition_log import PartitionLog
+from .remote.manager import RemoteLogManager
 
 __all__ = ["LogManager"]
 
@@ -79,12 +80,14 @@ class LogManager:
         scrub_interval_ms: int | None = None,
         time_ms: Callable[[], int] | None = None,
         dir_locks: LogDirLocks | None = None,
+        tier: RemoteLogManager | None = None,
     ) -> None:
         """Lock ``log_dirs`` (``dir_lock``) and open every partition found there
         (recovering those not shut down cleanly). ``start()`` then starts the background
         scheduler; ``shutdown()`` releases the locks. ``dir_locks``: the caller holds them
         already (it works in the directories before and after the log manager does) and
-        releases them itself."""
+        releases them itself. ``tier``: the object-storage tier for topics with
+        ``remote.storage.enable`` (it uploads, applies their retention, restores them)."""
         if not log_dirs:
             raise ValueError("at least one log dir is needed")
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
@@ -97,6 +100,7 @@ class LogManager:
         self.cluster_id = cluster_id
         self.node_id = node_id
         self.cleaner_enable = cleaner_enable
+        self.tier = tier
         self._time_ms = time_ms or (lambda: int(time.time() * 1000))
         self._intervals = {
             "retention": retention_check_interval_ms,
@@ -194,6 +198,8 @@ class LogManager:
                     self._offline[tp] = f"{path} cannot be loaded: {exc}"
                     continue
                 plog.cleaner_checkpoint = cleaned.get(tp, 0)
+                if self.tier is not None:
+                    self.tier.attach(plog, starts.get(tp))
                 self._logs[tp] = plog
             if clean:
                 os.remove(marker)
@@ -236,9 +242,23 @@ class LogManager:
             for d in self._log_dir_of.values():
                 counts[d] += 1
             d = min(self.log_dirs, key=lambda x: (counts[x], self.log_dirs.index(x)))
-            plog = PartitionLog(os.path.join(d, f"{topic}-{partition}"), self._config_for(topic),
-                                topic=topic, partition=partition, topic_id=topic_id,
-                                time_ms=self._time_ms)
+            path = os.path.join(d, f"{topic}-{partition}")
+            cfg = self._config_for(topic)
+            # a tiered partition with no local directory continues where the bucket ends
+            restored = None
+            if (self.tier is not None and cfg.remote_storage_enable and topic_id is not None
+                    and not os.path.exists(path)):
+                os.makedirs(path)
+                try:
+                    restored = self.tier.restore(path, topic, partition, topic_id)
+                except BaseException:
+                    shutil.rmtree(path, ignore_errors=True)  # the next try restores again
+                    raise
+            plog = PartitionLog(path, cfg, topic=topic, partition=partition, topic_id=topic_id,
+                                log_start_offset=restored, recovery_point=restored or 0,
+                                high_watermark=restored, time_ms=self._time_ms)
+            if self.tier is not None:
+                self.tier.attach(plog)
             self._logs[tp] = plog
             self._log_dir_of[tp] = d
             return plog
@@ -247,9 +267,12 @@ class LogManager:
         """AlterConfigs: new settings apply to the topic's logs from now on."""
         with self._lock:
             self.topic_configs[topic] = config
-            for (t, _p), plog in self._logs.items():
-                if t == topic:
-                    plog.config = config
+            logs = [plog for (t, _p), plog in self._logs.items() if t == topic]
+            for plog in logs:
+                plog.config = config
+        if self.tier is not None:
+            for plog in logs:
+                self.tier.attach(plog)  # remote.storage.enable may have been set
 
     def delete_log(self, topic: str, partition: int) -> bool:
         """Close the log and remove its directory (renamed ``...-delete`` first, so a crash
@@ -293,6 +316,8 @@ class LogManager:
             self._thread = threading.Thread(target=self._run, name="sparklog-log-manager",
                                             daemon=True)
             self._thread.start()
+        if self.tier is not None:
+            self.tier.start(self.logs)
 
     def _run(self) -> None:
         now = self._time_ms()
@@ -325,8 +350,8 @@ class LogManager:
     def run_retention(self) -> int:
         deleted = 0
         for plog in self.logs().values():
-            if plog.closed:
-                continue
+            if plog.closed or (self.tier is not None and plog.config.remote_storage_enable):
+                continue  # the tier applies a tiered log's retention
             deleted += plog.delete_old_segments()
         if deleted:
             self.write_log_start_checkpoints()
@@ -411,6 +436,8 @@ class LogManager:
             self._shut_down = True
             thread = self._thread
         self._stop.set()
+        if self.tier is not None:
+            self.tier.shutdown(timeout_s)
         if thread is not None:
             thread.join(timeout_s)
             if thread.is_alive():

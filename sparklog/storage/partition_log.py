@@ -55,7 +55,7 @@ from sparklog.protocol.errors import (
     OffsetOutOfRangeError,
 )
 
-from .backend import FileSlice, RemoteSegmentStore
+from .backend import FileSlice
 from .errors import LogClosedError, SegmentCorruptError
 from .leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from .log_config import LogConfig
@@ -73,6 +73,7 @@ from .log_info import (
 from .log_loader import LogLoader, check_topic_id, parse_topic_partition, rebuild_producer_state
 from .log_validator import assign_offsets, replicated_batches, validate_leader_append
 from .producer_state import ProducerStateManager
+from .remote.remote_log import RemoteLog
 from .segment import BY_BASE_OFFSET, DELETED_SUFFIX, SWAP_SUFFIX, LogSegment
 
 __all__ = ["PartitionLog"]
@@ -93,7 +94,6 @@ class PartitionLog:
         high_watermark: int | None = None,
         clean_shutdown: bool = False,
         time_ms: Callable[[], int] | None = None,
-        remote: RemoteSegmentStore | None = None,
     ) -> None:
         """Open (creating if absent) and, unless ``clean_shutdown``, recover the log from
         ``recovery_point``. The defaults (recovery point 0, not clean) re-validate everything,
@@ -104,7 +104,8 @@ class PartitionLog:
             topic, partition = parse_topic_partition(directory)
         self.topic, self.partition = topic, partition
         self._time_ms = time_ms or (lambda: int(time.time() * 1000))
-        self.remote = remote
+        # the object-storage tier of this log, once ``attach_remote`` tiers it
+        self.remote: RemoteLog | None = None
         self._lock = threading.RLock()
         self._listeners: list[Callable[[PartitionLog], None]] = []
         self._closed = False
@@ -372,17 +373,18 @@ class PartitionLog:
         """Whole batches from the one holding ``start_offset``, at most ``max_bytes`` (except
         the first batch when ``min_one_message``), none at or after ``max_offset``.
 
-        Below the log start or above the LEO raises OffsetOutOfRangeError; == LEO is empty."""
+        Below the log start or above the LEO raises OffsetOutOfRangeError; == LEO is empty.
+        Below the local log start of a tiered log the remote tier answers (``RemoteLog``)."""
+        remote = self.remote
+        if remote is not None and start_offset < self.local_log_start_offset:
+            with self._lock:
+                info, limit_offset = self._start_read(start_offset, max_offset)
+            if start_offset >= limit_offset:
+                return info
+            # outside the lock: the store may be slow, appends must not wait for it
+            return remote.read(info, start_offset, max_bytes, limit_offset, min_one_message)
         with self._lock:
-            self._check_open()
-            leo = self._leo
-            info = FetchDataInfo(start_offset, start_offset, [], 0, self._hw,
-                                 self._log_start_offset, leo, self._hw)
-            if start_offset < self._log_start_offset or start_offset > leo:
-                raise OffsetOutOfRangeError(
-                    f"offset {start_offset} out of range [{self._log_start_offset}, {leo}] "
-                    f"for {self.topic}-{self.partition}")
-            limit_offset = leo if max_offset is None else min(max_offset, leo)
+            info, limit_offset = self._start_read(start_offset, max_offset)
             if start_offset >= limit_offset:
                 return info
             remaining = max_bytes
@@ -409,12 +411,34 @@ class PartitionLog:
                     break
             return info
 
+    def _start_read(self, start_offset: int, max_offset: int | None) -> tuple[FetchDataInfo, int]:
+        """An empty answer for a read at ``start_offset`` and the offset it stops before;
+        OffsetOutOfRangeError outside [log start, LEO]. Called with the lock held."""
+        self._check_open()
+        leo = self._leo
+        info = FetchDataInfo(start_offset, start_offset, [], 0, self._hw,
+                             self._log_start_offset, leo, self._hw)
+        if start_offset < self._log_start_offset or start_offset > leo:
+            raise OffsetOutOfRangeError(
+                f"offset {start_offset} out of range [{self._log_start_offset}, {leo}] "
+                f"for {self.topic}-{self.partition}")
+        return info, leo if max_offset is None else min(max_offset, leo)
+
     # ================================================================== time lookups
     def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         """ListOffsets: earliest offset whose record timestamp >= ``timestamp``; the
         special values -1 (latest = LEO; the broker clamps to HW/LSO), -2 (earliest),
         -3 (max timestamp), -4 (earliest local), -5 (latest tiered: None until a remote tier
-        exists). None when no record qualifies."""
+        exists). None when no record qualifies. A tiered log looks in the bucket first
+        (outside the lock: the store may be slow)."""
+        remote = self.remote
+        if (remote is not None and timestamp >= 0
+                and self._log_start_offset < self.local_log_start_offset):
+            found = remote.offset_for_timestamp(timestamp, self._log_start_offset)
+            if found is not None:
+                with self._lock:
+                    return TimestampAndOffset(found[0], found[1],
+                                              self._epochs.epoch_for_offset(found[1]))
         with self._lock:
             self._check_open()
             if timestamp == EARLIEST_TIMESTAMP:
@@ -426,7 +450,12 @@ class PartitionLog:
             if timestamp == LATEST_TIMESTAMP:
                 return TimestampAndOffset(NO_TIMESTAMP_FOUND, self._leo, self._epochs.latest_epoch)
             if timestamp == LATEST_TIERED_TIMESTAMP:
-                return None  # KIP-1005: no offset while tiered storage is off
+                # KIP-1005: the highest uploaded offset; none while nothing is tiered
+                end = self.remote.manifest.end_offset if self.remote is not None else None
+                if end is None:
+                    return None
+                return TimestampAndOffset(NO_TIMESTAMP_FOUND, end - 1,
+                                          self._epochs.epoch_for_offset(end - 1))
             if timestamp == MAX_TIMESTAMP:
                 best = None
                 for seg in self._segments:
@@ -598,11 +627,11 @@ class PartitionLog:
                 self._delete_segments_locked(doomed, "log start offset")
             return self._log_start_offset
 
-    def _delete_segments_locked(self, n: int, reason: str) -> None:
+    def _delete_segments_locked(self, n: int, reason: str, move_log_start: bool = True) -> None:
         doomed = self._segments[:n]
         del self._segments[:n]
         new_start = self._segments[0].base_offset
-        if new_start > self._log_start_offset:
+        if move_log_start and new_start > self._log_start_offset:
             self._log_start_offset = new_start
             self._epochs.truncate_from_start(new_start)
             self._producers.truncate_head(new_start)
@@ -646,6 +675,52 @@ class PartitionLog:
     def remove_expired_producers(self, now_ms: int | None = None) -> int:
         with self._lock:
             return self._producers.remove_expired(self._time_ms() if now_ms is None else now_ms)
+
+    # ================================================================== remote tier
+    def attach_remote(self, remote: RemoteLog, log_start_offset: int | None = None) -> None:
+        """Tier this log (``storage.remote``): reads below the local log start go to
+        ``remote``, and the log start and leader epochs cover the segments its manifest
+        lists (the loader saw only local segments). ``log_start_offset``: the checkpointed
+        start, which a manifest written before a DeleteRecords may lag."""
+        m = remote.manifest
+        with self._lock:
+            self.remote = remote
+            end = m.end_offset
+            if end is None:
+                return
+            first_local = self.local_log_start_offset
+            if end < first_local:
+                log.error("%s-%d: the bucket ends at %d, below the local log start %d; "
+                          "offsets between are not served", self.topic, self.partition, end,
+                          first_local)
+                return
+            start = max(m.log_start_offset, log_start_offset or 0)
+            if start >= self._log_start_offset:
+                return
+            self._log_start_offset = start
+            local = self._epochs.entries()
+            first_epoch_start = local[0][1] if local else self._leo
+            merged = [(e, o) for e, o in m.segments[-1].leader_epochs if o < first_epoch_start]
+            for e, o in local:
+                if not merged or e > merged[-1][0]:
+                    merged.append((e, o))
+            if merged != local:
+                self._epochs.clear()
+                for e, o in merged:
+                    self._epochs.assign(e, o)
+                self._epochs.truncate_from_start(start)
+
+    def delete_local_segments_below(self, offset: int) -> int:
+        """A tiered log drops local sealed segments wholly below ``offset`` (uploaded and
+        past local retention); the log start stays (the tier serves those offsets)."""
+        with self._lock:
+            self._check_open()
+            doomed = max(0, min(bisect_right(self._segments, offset, key=BY_BASE_OFFSET) - 1,
+                                len(self._segments) - 1))
+            if doomed:
+                self._delete_segments_locked(doomed, "local retention of a tiered log",
+                                             move_log_start=False)
+            return doomed
 
     # ================================================================== flush / close
     def flush(self, offset: int | None = None) -> None:

@@ -20,6 +20,7 @@ import logging
 
 from sparklog.broker.dispatch import RequestContext, register
 from sparklog.broker.fileslice import as_records
+from sparklog.broker.remote_fetch import prefetch_remote
 from sparklog.broker.replica_manager import Partition
 from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.errors import ErrorCode, KafkaError, OffsetOutOfRangeError
@@ -140,6 +141,11 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> FetchRespo
                                                               topic_id=t.topic_id,
                                                               partitions=parts))
 
+    logs = ctx.broker.log_manager
+    if logs is not None and logs.tier is not None:  # offsets below a local log start: the bucket
+        await prefetch_remote(ctx.broker.replica_manager,
+                              [(e.topic, e.req.partition, e.req.fetch_offset,
+                                e.req.partition_max_bytes) for e in entries])
     total, any_error = _read_pass(ctx, entries, request, follower)
     conn = ctx.connection
     if (total < request.min_bytes and not any_error and request.max_wait_ms > 0 and entries

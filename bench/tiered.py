@@ -1,0 +1,192 @@
+"""The object-storage tier: (a) consuming a topic whose data is all in the bucket vs the
+same data on local disk, and (c) upload throughput vs a plain ``fs.put`` of the same bytes.
+
+(a) One ``sparklog server`` with the tier on (``file://`` bucket in a temp dir, or moto's S3
+server with ``--store s3``). N records of 100 B go to a plain topic and to a tiered one
+(``local.retention.bytes=0``: every sealed segment leaves the local disk once uploaded;
+the last segment is rolled with ``segment.ms`` and one extra record, so all N are in the
+bucket). Then confluent-kafka consumes each from offset 0. Target (issue 17): tiered >=
+0.8x plain records/s.
+
+(c) In this process: a partition log of N records in ``--segment-mib`` segments is uploaded
+by the tier (``RemoteLogManager.copy_segments``: every file, size checks, manifest) and the
+same files are copied with ``fs.put_file`` alone. Target: tier >= 0.8x the plain put's MiB/s.
+
+    .venv/bin/python bench/tiered.py [--n 2000000] [--store file|s3] [--only a|c]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+from _net import free_port, wait_listening
+from broker import VALUE_SIZE, MiB, consume, fmt_rate, produce, start_sparklog, values
+
+
+def start_moto() -> tuple[subprocess.Popen[bytes], dict[str, str]]:
+    port = free_port()
+    p = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p",
+                          str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_listening(port, 30)
+    return p, {"endpoint_url": f"http://127.0.0.1:{port}", "key": "bench", "secret": "bench"}
+
+
+def store_url(store: str, workdir: str, options: dict[str, str]) -> str:
+    if store == "file":
+        return f"file://{workdir}/bucket"
+    import fsspec
+
+    bucket = f"bench-{uuid.uuid4().hex[:8]}"
+    fsspec.filesystem("s3", **options).mkdir(bucket)
+    return f"s3://{bucket}/tier"
+
+
+def create(bs: str, topic: str, configs: dict[str, str]) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    a = AdminClient({"bootstrap.servers": bs})
+    a.create_topics([NewTopic(topic, 1, 1, config=configs)])[topic].result(30)
+
+
+def local_logs(data: str, topic: str) -> list[str]:
+    return sorted(n for n in os.listdir(os.path.join(data, f"{topic}-0")) if n.endswith(".log"))
+
+
+def bench_consume(args: argparse.Namespace, workdir: str, options: dict[str, str]) -> dict:
+    url = store_url(args.store, workdir, options)
+    sets = ["remote.log.storage.system.enable=true", f"remote.log.storage.url={url}",
+            "remote.log.manager.task.interval.ms=500"]
+    sets += [f"remote.log.storage.options.{k}={v}" for k, v in options.items()]
+    b = start_sparklog(workdir, sets)
+    data = os.path.join(workdir, "sparklog-data")
+    try:
+        seg = str(args.segment_mib * MiB)
+        create(b.bootstrap, "plain", {"segment.bytes": seg})
+        create(b.bootstrap, "tiered", {"segment.bytes": seg, "remote.storage.enable": "true",
+                                       "local.retention.bytes": "0", "segment.ms": "2000"})
+        vals = values()
+        produce(b, "plain", args.n, "1", vals, args.cap_s)
+        produce(b, "tiered", args.n, "1", vals, args.cap_s)
+        time.sleep(2.1)
+        produce(b, "tiered", 1, "1", vals, args.cap_s)  # rolls the last full segment
+        t0 = time.monotonic()
+        while local_logs(data, "tiered")[0] != f"{args.n:020d}.log":
+            if time.monotonic() - t0 > args.cap_s:
+                raise RuntimeError(f"upload not done: {local_logs(data, 'tiered')[:3]}")
+            time.sleep(0.2)
+        upload_wait = time.monotonic() - t0
+        out = {"upload_wait_s": upload_wait}
+        for rep in range(args.reps):
+            for topic in ("plain", "tiered"):  # interleaved: same machine load for both
+                r = consume(b, topic, 1, args.n, args.cap_s)
+                out.setdefault(topic, []).append(r["rps"])
+                print(f"  consume {topic:6s} rep {rep}: {fmt_rate(r['rps'])} rec/s "
+                      f"({r['mibps']:.0f} MiB/s, broker {r['cpu_s_per_gib']:.2f} CPU-s/GiB)",
+                      flush=True)
+        return out
+    finally:
+        b.stop()
+
+
+def bench_upload(args: argparse.Namespace, workdir: str, options: dict[str, str]) -> dict:
+    import fsspec
+
+    from sparklog.protocol.records import Record, encode_batch
+    from sparklog.storage.log_config import LogConfig
+    from sparklog.storage.partition_log import PartitionLog
+    from sparklog.storage.remote.manager import RemoteLogManager
+    from sparklog.storage.remote.store import RemoteStore
+
+    vals = values()
+    plog = PartitionLog(os.path.join(workdir, "up-0"),
+                        LogConfig(segment_bytes=args.segment_mib * MiB, remote_storage_enable=True),
+                        topic_id=uuid.uuid4().bytes)
+    per_batch = 5000
+    for i in range(0, args.n, per_batch):
+        recs = [Record(key=None, value=vals[(i + j) % len(vals)], timestamp=1_700_000_000_000)
+                for j in range(min(per_batch, args.n - i))]
+        plog.append_as_leader(encode_batch(recs), 0)
+    plog.roll()
+    plog.update_high_watermark(plog.log_end_offset)
+    files = [os.path.join(plog.directory, n) for n in sorted(os.listdir(plog.directory))
+             if n.endswith((".log", ".index", ".timeindex", ".snapshot"))
+             and not n.startswith(f"{plog.log_end_offset:020d}")]
+    nbytes = sum(os.path.getsize(f) for f in files)
+    url = store_url(args.store, workdir, options)
+    fs, root = fsspec.url_to_fs(url, **options)
+    t_tier, t_put = [], []
+    for rep in range(args.reps):
+        def tier_upload(rep: int = rep) -> None:
+            tier = RemoteLogManager(RemoteStore.from_url(f"{url}/tier-{rep}", options),
+                                    lambda t, p: 0)
+            plog.remote = None
+            tier.attach(plog)
+            tier.copy_segments(plog, plog.remote, 0)
+
+        def plain_put(rep: int = rep) -> None:
+            dst = f"{root}/plain-{rep}"
+            fs.makedirs(dst, exist_ok=True)
+            for f in files:
+                fs.put_file(f, f"{dst}/{os.path.basename(f)}")
+
+        # alternate which goes first: the second one finds the page cache warmer
+        for name, fn in (("tier", tier_upload), ("put", plain_put))[:: 1 if rep % 2 else -1]:
+            t0 = time.perf_counter()
+            fn()
+            (t_tier if name == "tier" else t_put).append(time.perf_counter() - t0)
+    n = len(plog.remote.manifest.segments)
+    t_tier_best, t_put_best = min(t_tier), min(t_put)
+    plog.close()
+    return {"segments": n, "mib": nbytes / MiB, "tier_mibps": nbytes / MiB / t_tier_best,
+            "put_mibps": nbytes / MiB / t_put_best}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--n", type=int, default=2_000_000, help="records (100 B each)")
+    ap.add_argument("--store", choices=["file", "s3"], default="file")
+    ap.add_argument("--segment-mib", type=int, default=16)
+    ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--cap-s", type=float, default=300.0)
+    ap.add_argument("--only", choices=["a", "c"], default=None)
+    args = ap.parse_args(argv)
+    workdir = tempfile.mkdtemp(prefix="sparklog-tiered-")
+    moto = None
+    options: dict[str, str] = {}
+    try:
+        if args.store == "s3":
+            moto, options = start_moto()
+        results: dict[str, object] = {"n": args.n, "store": args.store}
+        if args.only in (None, "a"):
+            a = bench_consume(args, workdir, options)
+            plain, tiered = max(a["plain"]), max(a["tiered"])
+            results["a"] = {**a, "ratio": tiered / plain}
+            print(f"(a) consume from offset 0: tiered {fmt_rate(tiered)} rec/s vs plain "
+                  f"{fmt_rate(plain)} rec/s = {tiered / plain:.2f}x (target >= 0.8x); "
+                  f"upload of {args.n} x {VALUE_SIZE} B done {a['upload_wait_s']:.1f} s after "
+                  f"the roll", flush=True)
+        if args.only in (None, "c"):
+            c = bench_upload(args, workdir, options)
+            results["c"] = {**c, "ratio": c["tier_mibps"] / c["put_mibps"]}
+            print(f"(c) upload: tier {c['tier_mibps']:.0f} MiB/s vs fs.put {c['put_mibps']:.0f} "
+                  f"MiB/s = {c['tier_mibps'] / c['put_mibps']:.2f}x (target >= 0.8x), "
+                  f"{c['segments']} segments, {c['mib']:.0f} MiB", flush=True)
+        print(json.dumps(results))
+    finally:
+        if moto is not None:
+            moto.terminate()  # only the process we started
+            moto.wait(10)
+        shutil.rmtree(workdir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

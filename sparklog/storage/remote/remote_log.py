@@ -1,0 +1,351 @@
+"""One tiered partition's remote side: its manifest, uploads into it, and reads from it.
+
+Reads answer a fetch below the local log start with the same batches a local read of the
+segment gives: the first batch holding the fetch offset, then whole batches up to
+``max_bytes`` (at least one when ``min_one_message``), none at or past the limit offset.
+A read serves one remote segment at most (Kafka does the same); the client's next fetch
+continues. Only segments the manifest lists are read, so nothing half-uploaded is served.
+
+Store failures on the read path raise ``RemoteStorageError`` (KAFKA_STORAGE_ERROR, which
+clients retry) and open a short window (``read_backoff_ms``) in which reads fail at once, so
+a broker whose store is down answers fetches quickly instead of waiting on every one.
+
+Uploads (``copy_segment``) put every file under a fresh segment id, check the sizes the
+store reports, then list the segment in a new manifest. A manifest whose leader epoch is
+above the uploader's fences it: its objects are deleted and nothing is listed. Two writers
+are serialised only by the leader epoch check and the single-object replace; a fenced
+leader that has not yet learned of its successor can race one manifest write with it (the
+leader epoch bump reaches it within a metadata round), which conditional writes would close.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+import threading
+import time
+from array import array
+from bisect import bisect_right
+from collections import OrderedDict
+from collections.abc import Mapping
+from sys import byteorder
+
+from sparklog.protocol.batch_header import (
+    BATCH_HEADER_SIZE,
+    LAST_OFFSET_DELTA_OFFSET,
+    LOG_OVERHEAD,
+    read_header,
+)
+from sparklog.protocol.records import decode_batch
+
+from ..backend import FileSlice
+from ..checkpoints import atomic_write, format_epoch_checkpoint
+from ..log_info import FetchDataInfo
+from .chunk_cache import ChunkCache
+from .manifest import PartitionManifest, RemoteSegment
+from .store import MANIFEST, RemoteStorageError, RemoteStore
+
+__all__ = ["EPOCH_SUFFIX", "RemoteLog"]
+
+log = logging.getLogger(__name__)
+
+EPOCH_SUFFIX = ".leader-epoch-checkpoint"
+_OFFSET_LENGTH = struct.Struct(">qi")
+_LAST_OFFSET_DELTA = struct.Struct(">i")
+_HEADER_PREFIX = LAST_OFFSET_DELTA_OFFSET + 4  # what a scan needs of each batch header
+_INDEXES_KEPT = 64
+
+
+class RemoteLog:
+    def __init__(self, store: RemoteStore, cache: ChunkCache, topic: str, partition: int,
+                 topic_id: bytes | str, *, read_backoff_ms: int = 1000) -> None:
+        self.store = store
+        self.cache = cache
+        self.topic, self.partition = topic, partition
+        self.directory = store.partition_dir(topic, topic_id, partition)
+        self.manifest_path = f"{self.directory}/{MANIFEST}"
+        self.read_backoff_ms = read_backoff_ms
+        self._manifest = PartitionManifest()
+        self._lock = threading.Lock()  # the small state below; never held over a store call
+        self._write_lock = threading.Lock()  # one manifest replacement at a time
+        self._unavailable_until = 0.0  # monotonic seconds; reads fail fast before it
+        self._indexes: OrderedDict[str, tuple[array, array]] = OrderedDict()
+        self._orphans: list[str] = []  # unlisted objects whose deletion failed
+        self._directory_made = False
+        self.last_sweep_ms = 0  # when ``sweep_unlisted`` last ran (the manager's clock)
+
+    def __repr__(self) -> str:
+        return f"RemoteLog({self.directory}, {len(self._manifest.segments)} segments)"
+
+    # ------------------------------------------------------------------ manifest
+    @property
+    def manifest(self) -> PartitionManifest:
+        """The manifest last read or written by this broker."""
+        return self._manifest
+
+    def load_manifest(self) -> PartitionManifest:
+        data = self.store.get_bytes(self.manifest_path)
+        try:
+            m = PartitionManifest() if data is None else PartitionManifest.from_bytes(data)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise RemoteStorageError(f"unreadable manifest {self.manifest_path}: {exc}") from exc
+        self._manifest = m
+        return m
+
+    def replace_manifest(self, expected: PartitionManifest, new: PartitionManifest,
+                         leader_epoch: int) -> bool:
+        """Write ``new`` if the stored manifest is still ``expected`` and no newer leader
+        wrote one; False (nothing written) otherwise."""
+        with self._write_lock:
+            current = self.load_manifest()
+            if current.leader_epoch > leader_epoch:
+                log.warning("%s-%d: leader epoch %d is fenced by %d in %s; not writing",
+                            self.topic, self.partition, leader_epoch, current.leader_epoch,
+                            self.manifest_path)
+                return False
+            if current != expected:
+                log.info("%s-%d: the remote manifest changed under this writer; retrying later",
+                         self.topic, self.partition)
+                return False
+            self.store.put_atomic(self.manifest_path, new.to_bytes())
+            self._manifest = new
+            return True
+
+    def object_path(self, seg: RemoteSegment, suffix: str) -> str:
+        return self.store.object_path(self.directory, seg.base_offset, seg.segment_id, suffix)
+
+    # ------------------------------------------------------------------ upload
+    def copy_segment(self, files: Mapping[str, str], *, base_offset: int, end_offset: int,
+                     max_timestamp: int, leader_epochs: list[tuple[int, int]],
+                     leader_epoch: int, log_start_offset: int) -> RemoteSegment | None:
+        """Upload one sealed segment (``files``: suffix -> local path, ``.log`` included)
+        and list it after the manifest last read; None when fenced or the stored manifest moved since
+        it was read (another writer, or a stale read: the next run reads it again)."""
+        before = self._manifest
+        if before.leader_epoch > leader_epoch:
+            return None
+        seg_id = self.store.new_segment_id()
+        epochs = tuple((e, s) for e, s in leader_epochs if s < end_offset)
+        sizes: dict[str, int] = {}
+        written: list[str] = []
+
+        def path(suffix: str) -> str:
+            return self.store.object_path(self.directory, base_offset, seg_id, suffix)
+
+        if not self._directory_made:
+            self.store.makedirs(self.directory)
+            self._directory_made = True
+        try:
+            for suffix, local in files.items():
+                want = os.path.getsize(local)
+                written.append(path(suffix))
+                got = self.store.put_file(local, path(suffix))
+                if got != want:
+                    raise RemoteStorageError(f"{path(suffix)} holds {got} bytes, not {want}")
+                sizes[suffix] = got
+            text = format_epoch_checkpoint(list(epochs)).encode()
+            written.append(path(EPOCH_SUFFIX))
+            self.store.put_bytes(path(EPOCH_SUFFIX), text)
+            sizes[EPOCH_SUFFIX] = len(text)
+            seg = RemoteSegment(base_offset, end_offset, max_timestamp, seg_id, leader_epoch,
+                                sizes, epochs)
+            listed = self.replace_manifest(before, before.with_segment(seg, log_start_offset),
+                                           leader_epoch)
+        except BaseException:
+            self._delete_quietly(written)
+            raise
+        if not listed:
+            self._delete_quietly(written)
+            return None
+        return seg
+
+    def _delete_quietly(self, paths: list[str]) -> None:
+        """Delete objects no manifest lists; those that fail are retried by
+        ``delete_orphans`` (each run of the task) instead of being forgotten."""
+        for p in paths:
+            try:
+                self.store.delete([p])
+            except RemoteStorageError as exc:
+                log.warning("%s-%d: could not delete unlisted object %s, retrying later: %s",
+                            self.topic, self.partition, p, exc)
+                with self._lock:
+                    self._orphans.append(p)
+
+    @property
+    def orphan_count(self) -> int:
+        """Unlisted objects still waiting for their deletion to succeed."""
+        return len(self._orphans)
+
+    def delete_orphans(self) -> None:
+        """Retry deleting objects of failed or fenced uploads."""
+        with self._lock:
+            paths, self._orphans = self._orphans, []
+        self._delete_quietly(paths)
+
+    def sweep_unlisted(self, older_than_ms: int, now_ms: int) -> int:
+        """Delete this partition's objects that the manifest does not list (an upload the
+        broker died in, a manifest temp file) once older than ``older_than_ms``; returns how
+        many were found. The leader calls it between its own uploads; the age keeps the
+        upload of a fenced leader still in flight out of it."""
+        listed = {self.object_path(s, x) for s in self._manifest.segments for x in s.files}
+        listed.add(self.manifest_path)
+        doomed = [p for p in self.store.list_files(self.directory) if p not in listed
+                  and now_ms - self.store.modified_ms(p) > older_than_ms]
+        if doomed:
+            log.info("%s-%d: deleting %d unlisted objects from the bucket", self.topic,
+                     self.partition, len(doomed))
+            self._delete_quietly(doomed)
+        return len(doomed)
+
+    def delete_segments(self, segments: list[RemoteSegment]) -> None:
+        """Delete the objects of segments no manifest lists any more."""
+        for seg in segments:
+            paths = [self.object_path(seg, suffix) for suffix in seg.files]
+            for p in paths:
+                self.cache.invalidate(p)
+            with self._lock:
+                self._indexes.pop(seg.segment_id, None)
+            self._delete_quietly(paths)
+
+    def download(self, seg: RemoteSegment, suffix: str, local_path: str) -> bool:
+        """Copy one object of ``seg`` to a local file (atomically); False when absent."""
+        data = self.store.get_bytes(self.object_path(seg, suffix))
+        if data is None:
+            return False
+        atomic_write(local_path, data)
+        return True
+
+    # ------------------------------------------------------------------ read
+    def read(self, info: FetchDataInfo, offset: int, max_bytes: int, limit_offset: int,
+             min_one_message: bool) -> FetchDataInfo:
+        """Fill ``info`` with the batches of the remote segment holding ``offset``."""
+        if time.monotonic() < self._unavailable_until:
+            raise RemoteStorageError(f"remote storage of {self.topic}-{self.partition} is "
+                                     f"unavailable; retry later")
+        seg = self._manifest.segment_for(offset)
+        if seg is None:
+            raise RemoteStorageError(f"offset {offset} of {self.topic}-{self.partition} is in "
+                                     f"no uploaded segment of {self.manifest_path}")
+        path = self.object_path(seg, ".log")
+        try:
+            found = self._scan(seg, path, offset, max_bytes, limit_offset, min_one_message)
+        except (RemoteStorageError, FileNotFoundError) as exc:
+            self._unavailable_until = time.monotonic() + self.read_backoff_ms / 1000
+            if isinstance(exc, RemoteStorageError):
+                raise
+            raise RemoteStorageError(f"{path} is gone: {exc}") from exc
+        if found is not None:
+            position, size, next_offset = found
+            info.slices.append(FileSlice(path, position, size, None,
+                                         _RemoteObject(self.cache, seg.size)))
+            info.size += size
+            info.next_offset = next_offset
+        return info
+
+    def prefetch(self, offset: int, max_bytes: int) -> None:
+        """Read what a fetch at ``offset`` needs into the chunk cache (the broker calls it
+        on a worker thread before the fetch reads); failures only open the fail-fast window.
+        Objects that are local files need none: they are sent from the file."""
+        if self.store.local_files:
+            return
+        try:
+            info = self.read(FetchDataInfo(offset, offset), offset, max_bytes,
+                             self._manifest.end_offset or offset, True)
+            if info.slices:
+                # the consumer's next fetch starts where this one ends: fetch it meanwhile
+                s = info.slices[-1]
+                seg = self._manifest.segment_for(offset)
+                if seg is not None:
+                    self.cache.read_ahead(s.path, seg.size, s.position + s.size, max_bytes)
+        except RemoteStorageError as exc:
+            log.debug("prefetch of %s-%d at %d failed: %s", self.topic, self.partition, offset,
+                      exc)
+
+    def _scan(self, seg: RemoteSegment, path: str, offset: int, max_bytes: int,
+              limit_offset: int, min_one: bool) -> tuple[int, int, int] | None:
+        """(position, size, next offset) of the batches to return, None for none."""
+        read = _RemoteObject(self.cache, seg.size).read_range
+        pos = self._index_floor(seg, offset)
+        end_of_object = seg.size
+        first = -1
+        end = next_offset = 0
+        while pos < end_of_object:
+            head = read(path, pos, _HEADER_PREFIX)
+            if len(head) < _HEADER_PREFIX:
+                raise RemoteStorageError(f"{path} ends inside a batch header at {pos}")
+            base, length = _OFFSET_LENGTH.unpack_from(head, 0)
+            last = base + _LAST_OFFSET_DELTA.unpack_from(head, LAST_OFFSET_DELTA_OFFSET)[0]
+            size = length + LOG_OVERHEAD
+            if first < 0:
+                if last < offset:
+                    pos += size
+                    continue
+                if base >= limit_offset:
+                    return None
+                first = end = pos
+            elif base >= limit_offset:
+                break
+            if end + size - first > max_bytes and not (end == first and min_one):
+                break
+            end += size
+            next_offset = last + 1
+            pos += size
+        if first < 0 or end == first:
+            return None
+        return first, end - first, next_offset
+
+    def offset_for_timestamp(self, timestamp: int, log_start_offset: int) -> tuple[int, int] | None:
+        """ListOffsets in the bucket: (timestamp, offset) of the first uploaded record at or
+        after ``log_start_offset`` whose timestamp is >= ``timestamp``, None when there is
+        none. Only segments and batches whose max timestamp qualifies are read."""
+        for seg in self._manifest.segments:
+            if seg.end_offset <= log_start_offset or seg.max_timestamp < timestamp:
+                continue
+            path = self.object_path(seg, ".log")
+            obj = _RemoteObject(self.cache, seg.size)
+            pos = self._index_floor(seg, max(log_start_offset, seg.base_offset))
+            while pos + BATCH_HEADER_SIZE <= seg.size:
+                h = read_header(obj.read_range(path, pos, BATCH_HEADER_SIZE))
+                if (h.base_offset + h.last_offset_delta >= log_start_offset
+                        and h.max_timestamp >= timestamp):
+                    for r in decode_batch(obj.read_range(path, pos, h.size)).records:
+                        ts = r.timestamp if r.timestamp is not None else -1
+                        if ts >= timestamp and r.offset >= log_start_offset:
+                            return ts, r.offset
+                pos += h.size
+        return None
+
+    def _index_floor(self, seg: RemoteSegment, offset: int) -> int:
+        """Position of the last index entry at or before ``offset`` (0 without one)."""
+        with self._lock:
+            idx = self._indexes.get(seg.segment_id)
+            if idx is not None:
+                self._indexes.move_to_end(seg.segment_id)
+        if idx is None:
+            size = seg.files.get(".index", 0)
+            data = self.cache.read(self.object_path(seg, ".index"), size, 0, size)
+            flat = array("I", data[: len(data) - len(data) % 8])
+            if byteorder == "little":
+                flat.byteswap()
+            idx = (flat[0::2], flat[1::2])
+            with self._lock:
+                self._indexes[seg.segment_id] = idx
+                if len(self._indexes) > _INDEXES_KEPT:
+                    self._indexes.popitem(last=False)
+        rel_offsets, positions = idx
+        i = bisect_right(rel_offsets, offset - seg.base_offset) - 1
+        return positions[i] if i >= 0 else 0
+
+
+class _RemoteObject:
+    """One object's ranges through the chunk cache (a FileSlice's ``RangeReader``)."""
+
+    __slots__ = ("cache", "size")
+
+    def __init__(self, cache: ChunkCache, size: int) -> None:
+        self.cache = cache
+        self.size = size
+
+    def read_range(self, path: str, position: int, size: int) -> bytes:
+        return self.cache.read(path, self.size, position, size)

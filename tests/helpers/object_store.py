@@ -1,0 +1,168 @@
+"""Object stores for tier tests: moto's standalone S3 server as a child process, and a
+wrapper filesystem that fails or delays a fraction of calls.
+
+``MotoS3`` runs ``python -m moto.server`` on 127.0.0.1 at a free port (a real S3 HTTP API;
+s3fs talks to it as it would to AWS) and stops it in ``stop``. ``FaultyFileSystem`` wraps a
+real fsspec filesystem: each call the tier makes fails with ``OSError`` with probability
+``fail_rate`` (a 5xx, a timeout) or sleeps ``delay_s`` first with probability
+``delay_rate`` (throttling), from a seeded RNG so a failing run repeats; while its ``gate``
+is cleared every call hangs (a store that stopped answering).
+"""
+
+from __future__ import annotations
+
+import random
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import fsspec
+from fsspec import AbstractFileSystem
+
+from tests.helpers.net import free_port
+from tests.helpers.polling import wait_for
+
+__all__ = ["FaultyFileSystem", "MotoS3"]
+
+
+class MotoS3:
+    """moto's S3 server; ``options`` are the s3fs options (also as broker ``--set`` keys)."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.log_path = log_dir / f"moto-{self.port}.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def options(self) -> dict[str, Any]:
+        return {"endpoint_url": self.endpoint, "key": "testing", "secret": "testing"}
+
+    def broker_settings(self, bucket: str) -> list[str]:
+        """``sparklog server`` flags pointing the tier at ``s3://<bucket>/tier``."""
+        out = ["--set", f"remote.log.storage.url=s3://{bucket}/tier"]
+        for k, v in self.options.items():
+            out += ["--set", f"remote.log.storage.options.{k}={v}"]
+        return out
+
+    def start(self) -> MotoS3:
+        with open(self.log_path, "wb") as logf:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+                stdout=logf, stderr=subprocess.STDOUT)
+        wait_for(self._listening, 30, "moto server to listen")
+        return self
+
+    def _listening(self) -> bool:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"moto exited:\n{self.log_path.read_text()}")
+        with socket.socket() as s:
+            return s.connect_ex(("127.0.0.1", self.port)) == 0
+
+    def create_bucket(self, name: str) -> None:
+        fs = self.filesystem()
+        fs.mkdir(name)
+
+    def filesystem(self) -> AbstractFileSystem:
+        return fsspec.filesystem("s3", skip_instance_cache=True, **self.options)
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+        self.proc = None
+
+
+class FaultyFileSystem(AbstractFileSystem):
+    """``inner`` with injected faults on the calls the tier makes."""
+
+    cachable = False
+    protocol = "faulty"
+
+    def __init__(self, inner: AbstractFileSystem, *, fail_rate: float = 0.0,
+                 delay_rate: float = 0.0, delay_s: float = 0.05, seed: int = 0) -> None:
+        super().__init__()
+        self.inner = inner
+        # while cleared, every call waits for it (a store that hangs); set by default
+        self.gate = threading.Event()
+        self.gate.set()
+        self.waiting = 0  # calls waiting at the gate now
+        self.fail_rate = fail_rate
+        self.delay_rate = delay_rate
+        self.delay_s = delay_s
+        self._rng = random.Random(seed)
+        self._lock = threading.Lock()
+        self.calls = 0
+        self.failures = 0
+
+    def _fault(self, what: str) -> None:
+        if not self.gate.is_set():
+            with self._lock:
+                self.waiting += 1
+            self.gate.wait()
+            with self._lock:
+                self.waiting -= 1
+        with self._lock:
+            self.calls += 1
+            fail = self._rng.random() < self.fail_rate
+            delay = self._rng.random() < self.delay_rate
+            if fail:
+                self.failures += 1
+        if delay:
+            time.sleep(self.delay_s)
+        if fail:
+            raise OSError(f"injected fault in {what}")
+
+    def makedirs(self, path: str, exist_ok: bool = False) -> None:
+        self._fault("makedirs")
+        self.inner.makedirs(path, exist_ok=exist_ok)
+
+    def put_file(self, lpath: str, rpath: str, **kw: Any) -> None:
+        self._fault("put_file")
+        self.inner.put_file(lpath, rpath, **kw)
+
+    def pipe_file(self, path: str, value: bytes, **kw: Any) -> None:
+        self._fault("pipe_file")
+        self.inner.pipe_file(path, value, **kw)
+
+    def size(self, path: str) -> int:
+        self._fault("size")
+        return self.inner.size(path)
+
+    def cat_file(self, path: str, start: int | None = None, end: int | None = None,
+                 **kw: Any) -> bytes:
+        self._fault("cat_file")
+        return self.inner.cat_file(path, start=start, end=end, **kw)
+
+    def mv(self, path1: str, path2: str, **kw: Any) -> None:
+        self._fault("mv")
+        self.inner.mv(path1, path2, **kw)
+
+    def rm_file(self, path: str) -> None:
+        self._fault("rm_file")
+        self.inner.rm_file(path)
+
+    def rm(self, path: str, recursive: bool = False, **kw: Any) -> None:
+        self._fault("rm")
+        self.inner.rm(path, recursive=recursive, **kw)
+
+    def modified(self, path: str) -> Any:
+        self._fault("modified")
+        return self.inner.modified(path)
+
+    def exists(self, path: str, **kw: Any) -> bool:
+        return self.inner.exists(path, **kw)
+
+    def find(self, path: str, **kw: Any) -> Any:
+        self._fault("find")
+        return self.inner.find(path, **kw)

@@ -17,6 +17,8 @@ logs, close the channel, release the locks.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import os
 from collections.abc import Mapping, Sequence
@@ -27,8 +29,9 @@ from sparklog.broker.dispatch import Dispatcher
 from sparklog.broker.group.config import CoordinatorConfig
 from sparklog.broker.group.coordinator import GroupCoordinator
 from sparklog.broker.group.store import GroupStore, ReplicatedRecordLog
-from sparklog.broker.metadata_cache import MetadataCache, MetadataRecord, TopicInfo
+from sparklog.broker.metadata_cache import MetadataCache, MetadataRecord, PartitionInfo, TopicInfo
 from sparklog.broker.producer_ids import ProducerIdManager
+from sparklog.broker.replica_fetcher import FetcherConfig, ReplicaFetcherManager
 from sparklog.broker.replica_manager import ReplicaManager
 from sparklog.broker.server import KafkaServer
 from sparklog.protocol.errors import ErrorCode, InvalidConfigError, KafkaError
@@ -65,7 +68,13 @@ class Broker:
         self.log_manager: LogManager | None = None
         self._base_log_config: LogConfig | None = None
         self.group_coordinator: GroupCoordinator | None = None
-        self.replica_manager = ReplicaManager(self.node_id, self)
+        self.replica_manager = ReplicaManager(
+            self.node_id, self, channel,
+            replica_lag_time_max_ms=int(config.get("replica.lag.time.max.ms")))
+        self.replica_fetchers = ReplicaFetcherManager(self.node_id, self.metadata,
+                                                      FetcherConfig.from_broker_config(config))
+        self.replica_manager.add_role_listener(self.replica_fetchers.on_role_change)
+        self._isr_task: asyncio.Task[None] | None = None
         self.producer_ids = ProducerIdManager(channel)
         self.dispatcher = Dispatcher(self)
         self.server: KafkaServer | None = None
@@ -106,6 +115,9 @@ class Broker:
         for topic in self.metadata.topics().values():
             self._apply_topic(topic)
         self._start_group_coordinator()
+        self.replica_fetchers.start()
+        self._isr_task = asyncio.get_running_loop().create_task(
+            self._check_isr(), name=f"isr-check-{self.node_id}")
         self.started = True
         log.info("sparklog broker %d started: %s:%d (advertised %s:%d), data in %s",
                  self.node_id, host, self.server.port, adv_host, adv_port,
@@ -116,6 +128,12 @@ class Broker:
         # still serves: Kafka's controlled shutdown)
         if self.started:
             self.channel.unregister_broker(self.node_id)
+        if self._isr_task is not None:
+            self._isr_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._isr_task
+            self._isr_task = None
+        await self.replica_fetchers.stop()
         # the server answers parked requests (long polls) now with what they have
         if self.server is not None:
             await self.server.close()
@@ -134,6 +152,17 @@ class Broker:
             self._dir_locks = None
         self.started = False
         log.info("sparklog broker %d stopped", self.node_id)
+
+    async def _check_isr(self) -> None:
+        """Followers that fell behind leave the ISR (checked every half lag window, as
+        Kafka does)."""
+        interval = max(0.01, self.replica_manager.replica_lag_time_max_ms / 2000)
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                self.replica_manager.maybe_shrink_isr()
+            except Exception:
+                log.exception("ISR check failed")
 
     # -- storage ------------------------------------------------------------------------
 
@@ -208,9 +237,12 @@ class Broker:
 
     def _apply_topic(self, info: TopicInfo) -> None:
         for p in info.partitions.values():
-            self.replica_manager.apply_partition_state(
-                info.name, info.topic_id, p.partition, p.leader, p.leader_epoch, p.replicas,
-                p.isr, internal=info.internal)
+            self._apply_partition(info, p)
+
+    def _apply_partition(self, info: TopicInfo, p: PartitionInfo) -> None:
+        self.replica_manager.apply_partition_state(
+            info.name, info.topic_id, p.partition, p.leader, p.leader_epoch, p.partition_epoch,
+            p.replicas, p.isr, internal=info.internal)
 
     def _on_metadata(self, records: list[MetadataRecord]) -> None:
         self.metadata.apply(records)
@@ -219,11 +251,9 @@ class Broker:
             kind = rec.get("type")
             if kind == "partition":
                 info = self.metadata.topic(rec["topic"])
-                if info is None:
+                if info is None or rec["partition"] not in info.partitions:
                     continue
-                self.replica_manager.apply_partition_state(
-                    info.name, info.topic_id, rec["partition"], rec["leader"],
-                    rec["leader_epoch"], rec["replicas"], rec["isr"], internal=info.internal)
+                self._apply_partition(info, info.partitions[rec["partition"]])
             elif kind == "remove_topic":
                 self.replica_manager.remove_topic(rec["name"])
                 self._delete_from_tier(rec["name"], bytes.fromhex(rec["topic_id"]))

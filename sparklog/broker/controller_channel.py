@@ -2,7 +2,7 @@
 
 The broker talks to the controller through a channel, never by importing it (see
 docs/architecture.md, "Layers"). Writes (registration, topic changes, configs, producer-id
-blocks) go through the methods below; the controller answers a write only after the change
+blocks, ISR changes) go through the methods below; the controller answers a write only after the change
 is durable and published.
 Reads never come here: the broker loads ``metadata_records()`` into its ``MetadataCache``
 when it starts and applies every batch the controller publishes to its listeners, and
@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
-from sparklog.broker.metadata_cache import MetadataRecord, TopicInfo
+from sparklog.broker.metadata_cache import MetadataRecord, PartitionInfo, TopicInfo
 from sparklog.broker.producer_ids import ProducerIdBlocks
 from sparklog.protocol.errors import KafkaError
 
@@ -86,4 +86,14 @@ class ControllerChannel(ProducerIdBlocks, Protocol):
     def set_broker_configs(self, entity: str, configs: Mapping[str, str]) -> None:
         """Replace the dynamic configs of ``entity`` (a broker id, or "" for the cluster
         default) with ``configs``."""
+        ...
+
+    def alter_partition(self, node_id: int, broker_epoch: int, topic: str, partition: int,
+                        leader_epoch: int, partition_epoch: int,
+                        isr: list[int]) -> PartitionInfo:
+        """AlterPartition: the leader ``node_id`` proposes ``isr`` for a partition it leads
+        at (``leader_epoch``, ``partition_epoch``); the answer is the committed partition.
+        Refused with FENCED_LEADER_EPOCH (stale leader epoch or not the leader),
+        INVALID_UPDATE_VERSION (stale partition epoch) or INELIGIBLE_REPLICA (a member that
+        is not a live replica)."""
         ...

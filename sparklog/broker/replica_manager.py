@@ -1,43 +1,64 @@
-"""Partitions this broker hosts, their role (leader/follower), epochs and high watermarks.
+"""The partitions this broker hosts (``broker.partition.Partition``), keyed by topic and
+partition, and the replication work that spans them.
 
-Single node today: every partition's only replica is here, so it is the leader and the
-high watermark follows the log end offset on each append. The model is nevertheless the one
-replication needs: a partition has a role and a leader epoch taken from the controller's
-metadata; only a leader accepts produce and consumer fetches; followers (replica id >= 0
-in Fetch) are tracked by log end offset, and the HW is the smallest LEO over the ISR.
+The controller's partition records arrive through ``apply_partition_state`` (in commit
+order); each makes the hosted replica leader or follower (``Partition.apply``) and tells the
+role listeners (the replica fetchers, the group coordinator) when a leadership or leader
+epoch changed. Only a leader accepts produce and consumer fetches; followers' Fetch requests
+(replica id >= 0) report their LEO here (``record_follower_fetch``), which moves the HW and
+may bring the follower back into the ISR.
+
+ISR changes go to the controller with ``alter_partition`` (AlterPartition): a follower that
+has not caught up for ``replica.lag.time.max.ms`` is dropped (``maybe_shrink_isr``, run
+periodically by the broker), one that caught up is added back. While a change is in flight
+(``Partition.pending_isr``, one per partition) the HW respects both ISRs; the change takes
+effect when the committed record comes back (a refused one is retried on the next check).
 Clients that send a leader epoch are checked against ours (FENCED_LEADER_EPOCH when theirs
 is older, UNKNOWN_LEADER_EPOCH when newer), exactly as Kafka does. Internal topics refuse
 client produce; the broker's own coordinators write them with ``append_internal``.
+
+The invariants (HW <= every ISR member's LEO; the HW never goes back on a leader; an acked
+acks=all record is on every ISR member; a leader epoch is never reused) are stated and kept
+in ``broker.partition``.
 """
 
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from sparklog.broker.delayed import Waiters
+from sparklog.broker.metadata_cache import PartitionInfo
+from sparklog.broker.partition import Partition, Transition
 from sparklog.protocol.errors import (
-    FencedLeaderEpochError,
     InvalidTopicError,
     KafkaError,
     KafkaStorageError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
     RecordTooLargeError,
-    UnknownLeaderEpochError,
     UnknownTopicOrPartitionError,
 )
 from sparklog.storage.partition_log import AppendInfo, PartitionLog
 
 log = logging.getLogger(__name__)
 
-__all__ = ["AppendResult", "Logs", "Partition", "ReplicaManager"]
+__all__ = ["AlterPartition", "AppendResult", "Logs", "ReplicaManager", "RoleListener"]
 
 Records = bytes | bytearray | memoryview
 
-LEADER = "leader"
-FOLLOWER = "follower"
+RoleListener = Callable[[Partition, bool], None]
+"""Called with (partition, still hosted) when a hosted partition's leader or leader epoch
+changed (it became leader or follower) and, with False, when it stops being hosted here."""
+
+# a refused or failed AlterPartition is tried again after this long at the earliest
+ISR_RETRY_MS = 500
+
+
+def _monotonic_ms() -> int:
+    return int(time.monotonic() * 1000)
 
 
 @dataclass(slots=True)
@@ -47,6 +68,7 @@ class AppendResult:
     last_offset: int = -1
     log_append_time: int = -1
     log_start_offset: int = -1
+    leader_epoch: int = -1  # the epoch the batch was appended in (acks=all waits under it)
 
 
 class Logs(Protocol):
@@ -57,67 +79,42 @@ class Logs(Protocol):
     def close_log(self, topic: str, partition: int, *, delete: bool) -> None: ...
 
 
-class Partition:
-    """One hosted replica: its log, role, epoch, and who waits for it to grow."""
+class AlterPartition(Protocol):
+    """The controller write that changes an ISR (the broker's ``ControllerChannel``)."""
 
-    __slots__ = ("topic", "partition", "topic_id", "log", "role", "leader_id", "leader_epoch",
-                 "replicas", "isr", "follower_leo", "waiters", "internal")
-
-    def __init__(self, topic: str, partition: int, topic_id: bytes, plog: PartitionLog, *,
-                 internal: bool = False) -> None:
-        self.topic = topic
-        self.partition = partition
-        self.topic_id = topic_id
-        self.log = plog
-        self.role = LEADER
-        self.leader_id = -1
-        self.leader_epoch = 0
-        self.replicas: list[int] = []
-        self.isr: list[int] = []
-        self.follower_leo: dict[int, int] = {}
-        self.waiters = Waiters()
-        self.internal = internal
-
-    def __repr__(self) -> str:
-        return f"Partition({self.topic}-{self.partition}, {self.role}, epoch={self.leader_epoch})"
-
-    @property
-    def is_leader(self) -> bool:
-        return self.role == LEADER
-
-    def check_epoch(self, current_leader_epoch: int) -> None:
-        if current_leader_epoch < 0:
-            return
-        if current_leader_epoch < self.leader_epoch:
-            raise FencedLeaderEpochError(
-                f"{self.topic}-{self.partition}: epoch {current_leader_epoch} is older than {self.leader_epoch}"
-            )
-        if current_leader_epoch > self.leader_epoch:
-            raise UnknownLeaderEpochError(
-                f"{self.topic}-{self.partition}: epoch {current_leader_epoch} is newer than {self.leader_epoch}"
-            )
-
-    def maybe_advance_hw(self) -> None:
-        """HW = smallest LEO over the ISR (only this replica while single node)."""
-        leo = self.log.log_end_offset
-        hw = leo
-        for replica in self.isr:
-            if replica in self.follower_leo:
-                hw = min(hw, self.follower_leo[replica])
-        if hw > self.log.high_watermark:
-            self.log.update_high_watermark(hw)
+    def alter_partition(self, node_id: int, broker_epoch: int, topic: str, partition: int,
+                        leader_epoch: int, partition_epoch: int,
+                        isr: list[int]) -> PartitionInfo: ...
 
 
 class ReplicaManager:
-    """The partitions this broker hosts, keyed by (topic, partition)."""
+    """The partitions this broker hosts, keyed by (topic, partition).
 
-    def __init__(self, node_id: int, logs: Logs) -> None:
+    ``isr_channel`` None means ISR changes are never proposed (tools, unit tests)."""
+
+    def __init__(self, node_id: int, logs: Logs, isr_channel: AlterPartition | None = None, *,
+                 replica_lag_time_max_ms: int = 30_000,
+                 time_ms: Callable[[], int] = _monotonic_ms) -> None:
         self.node_id = node_id
         self._logs = logs
+        self._isr_channel = isr_channel
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self._time_ms = time_ms
+        # given by the controller at registration; sent with every AlterPartition
+        self.broker_epoch = -1
         self._partitions: dict[tuple[str, int], Partition] = {}
         self._by_topic: dict[str, dict[int, Partition]] = {}
         # partitions whose log could not be opened -> why (clients get KAFKA_STORAGE_ERROR)
         self._offline: dict[tuple[str, int], str] = {}
+        self._role_listeners: list[RoleListener] = []
+        self._isr_retry_at: dict[tuple[str, int], int] = {}
+
+    def add_role_listener(self, fn: RoleListener) -> None:
+        self._role_listeners.append(fn)
+
+    def _roles_changed(self, p: Partition, hosted: bool) -> None:
+        for fn in self._role_listeners:
+            fn(p, hosted)
 
     # -- lookups ------------------------------------------------------------------------
 
@@ -153,8 +150,8 @@ class ReplicaManager:
     # -- metadata -----------------------------------------------------------------------
 
     def apply_partition_state(self, topic: str, topic_id: bytes, partition: int, leader: int,
-                              leader_epoch: int, replicas: list[int], isr: list[int],
-                              *, internal: bool = False) -> Partition | None:
+                              leader_epoch: int, partition_epoch: int, replicas: list[int],
+                              isr: list[int], *, internal: bool = False) -> Partition | None:
         """Become leader or follower for a partition as the metadata says (creating its log)."""
         if self.node_id not in replicas:
             self.remove(topic, partition, delete=True)
@@ -170,21 +167,13 @@ class ReplicaManager:
                 self._offline[key] = str(exc)
                 return None
             self._offline.pop(key, None)
-            p = Partition(topic, partition, topic_id, plog, internal=internal)
+            p = Partition(topic, partition, topic_id, plog, self.node_id, internal=internal)
             self._partitions[key] = p
             self._by_topic.setdefault(topic, {})[partition] = p
-        new_role = LEADER if leader == self.node_id else FOLLOWER
-        epoch_changed = leader_epoch != p.leader_epoch or new_role != p.role
-        p.role, p.leader_id, p.replicas, p.isr = new_role, leader, list(replicas), list(isr)
-        p.leader_epoch = leader_epoch
-        if new_role == LEADER:
-            p.follower_leo = {r: p.follower_leo.get(r, -1) for r in replicas if r != self.node_id}
-            if epoch_changed and leader_epoch > p.log.latest_epoch:
-                # the new leader's epoch starts at its LEO (KIP-101), before any write
-                p.log.assign_epoch_start_offset(leader_epoch, p.log.log_end_offset)
-            p.maybe_advance_hw()
-        # anyone long-polling on the old role/epoch must re-check
-        p.waiters.wake()
+        change = p.apply(leader, leader_epoch, partition_epoch, replicas, isr, self._time_ms())
+        if change in (Transition.LEADER, Transition.FOLLOWER):
+            self._isr_retry_at.pop(key, None)
+            self._roles_changed(p, True)
         return p
 
     def remove(self, topic: str, partition: int, *, delete: bool) -> None:
@@ -193,11 +182,13 @@ class ReplicaManager:
             self._logs.close_log(topic, partition, delete=delete)
         if p is None:
             return
+        self._isr_retry_at.pop((topic, partition), None)
         parts = self._by_topic.get(topic)
         if parts is not None:
             parts.pop(partition, None)
             if not parts:
                 del self._by_topic[topic]
+        self._roles_changed(p, False)
         p.waiters.wake()
         self._logs.close_log(topic, partition, delete=delete)
 
@@ -228,7 +219,7 @@ class ReplicaManager:
             p.maybe_advance_hw()
             p.waiters.wake()
             return AppendResult(None, info.first_offset, info.last_offset, info.log_append_time,
-                                p.log.log_start_offset)
+                                p.log.log_start_offset, p.leader_epoch)
         except KafkaError as exc:
             return AppendResult(exc)
 
@@ -248,10 +239,54 @@ class ReplicaManager:
         p.waiters.wake()
         return info
 
-    # -- follower fetch bookkeeping -----------------------------------------------------
+    # -- leader side of replication -----------------------------------------------------
 
     def record_follower_fetch(self, p: Partition, replica_id: int, fetch_offset: int) -> None:
-        if replica_id in p.follower_leo:
-            p.follower_leo[replica_id] = fetch_offset
-            p.maybe_advance_hw()
+        """A follower of ``p`` (led here) fetches from ``fetch_offset``: its LEO. The HW may
+        move (parked acks=all produces and consumer fetches wake) and a follower that caught
+        up is proposed back into the ISR."""
+        if p.follower_fetched(replica_id, fetch_offset, self._time_ms()):
             p.waiters.wake()
+        if p.can_join_isr(replica_id):
+            self._alter_isr(p, p.isr + [replica_id])
+
+    def maybe_shrink_isr(self) -> None:
+        """Drop followers that have not caught up for ``replica.lag.time.max.ms`` from the
+        ISR of every partition led here (the broker runs this periodically)."""
+        now = self._time_ms()
+        for p in list(self._partitions.values()):
+            if not p.is_leader or len(p.isr) <= 1:
+                continue
+            out = p.out_of_sync_replicas(now, self.replica_lag_time_max_ms)
+            if out:
+                log.info("%s-%d: replicas %s fell behind for more than %d ms, leaving the ISR",
+                         p.topic, p.partition, out, self.replica_lag_time_max_ms)
+                self._alter_isr(p, [r for r in p.isr if r not in out])
+
+    def _alter_isr(self, p: Partition, isr: list[int]) -> None:
+        """Propose ``isr`` to the controller: one change in flight per partition; a refused
+        one is retried by the next check after ``ISR_RETRY_MS``."""
+        key = (p.topic, p.partition)
+        now = self._time_ms()
+        if self._isr_channel is None or p.pending_isr is not None \
+                or now < self._isr_retry_at.get(key, 0):
+            return
+        p.pending_isr = isr
+        try:
+            info = self._isr_channel.alter_partition(self.node_id, self.broker_epoch, p.topic,
+                                                     p.partition, p.leader_epoch,
+                                                     p.partition_epoch, isr)
+        except KafkaError as exc:
+            log.info("%s-%d: ISR change to %s refused: %s (%s)", p.topic, p.partition, isr,
+                     exc.error_code.name, exc)
+            self._isr_retry_at[key] = now + ISR_RETRY_MS
+            if p.pending_isr is isr:
+                p.pending_isr = None
+            return
+        if p.pending_isr is isr:
+            p.pending_isr = None
+        if self._partitions.get(key) is p:
+            # the committed record (the metadata feed brings it too; applying twice is a no-op)
+            self.apply_partition_state(p.topic, p.topic_id, p.partition, info.leader,
+                                       info.leader_epoch, info.partition_epoch, info.replicas,
+                                       info.isr, internal=p.internal)

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 from sparklog.protocol.errors import KafkaError, SparklogError
+from sparklog.protocol.messages import API_BY_KEY
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +32,7 @@ __all__ = [
     "BrokerConnection",
     "EventLoopThread",
     "parse_host_port",
+    "send_request",
 ]
 
 _I32 = struct.Struct(">i")
@@ -310,6 +312,20 @@ class BrokerConnection:
                 await asyncio.wait_for(asyncio.shield(self._protocol.closed), 1.0)
             except (TimeoutError, asyncio.CancelledError):
                 pass
+
+
+async def send_request(conn: BrokerConnection, request: Any, version: int, *,
+                       expect_response: bool = True, timeout_ms: int | None = None) -> Any:
+    """Encode ``request`` (a message of ``protocol.messages``) at ``version``, send it on
+    ``conn`` and decode the response (None when none is expected)."""
+    spec = API_BY_KEY[request.API_KEY]
+    raw = await conn.request(request.API_KEY, version, request.encode(version),
+                             flexible_request=spec.is_flexible(version),
+                             flexible_response=spec.response_header_version(version) == 1,
+                             expect_response=expect_response, timeout_ms=timeout_ms)
+    if raw is None:
+        return None
+    return spec.response.decode(raw, version)
 
 
 def _skip_tags(buf: bytes | bytearray, pos: int) -> int:

@@ -17,6 +17,7 @@ from sparklog.client.connection import (
     KafkaConnectionError,
     KafkaTimeoutError,
     parse_host_port,
+    send_request,
 )
 from sparklog.client.metadata import ClusterMetadata, TopicMetadata
 from sparklog.protocol.errors import (
@@ -218,16 +219,9 @@ class AsyncClient:
     async def send(self, conn: BrokerConnection, request: Any, *, version: int | None = None,
                    expect_response: bool = True, timeout_ms: int | None = None) -> Any:
         """Encode ``request`` at the best common version, send it, decode the response."""
-        api_key = request.API_KEY
-        v = self.pick_version(conn, api_key) if version is None else version
-        spec = API_BY_KEY[api_key]
-        body = request.encode(v)
-        raw = await conn.request(api_key, v, body, flexible_request=spec.is_flexible(v),
-                                 flexible_response=spec.response_header_version(v) == 1,
-                                 expect_response=expect_response, timeout_ms=timeout_ms)
-        if raw is None:
-            return None
-        return spec.response.decode(raw, v)
+        v = self.pick_version(conn, request.API_KEY) if version is None else version
+        return await send_request(conn, request, v, expect_response=expect_response,
+                                  timeout_ms=timeout_ms)
 
     async def send_any(self, request: Any, **kw: Any) -> Any:
         conn = await self.any_connection()

@@ -55,11 +55,14 @@ from sparklog.controller.metadata import (
 )
 from sparklog.protocol.errors import (
     ErrorCode,
+    FencedLeaderEpochError,
+    IneligibleReplicaError,
     InvalidPartitionsError,
     InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
     InvalidRequestError,
     InvalidTopicError,
+    InvalidUpdateVersionError,
     KafkaError,
     StaleBrokerEpochError,
     TopicAlreadyExistsError,
@@ -158,6 +161,10 @@ class Controller:
 
     def add_listener(self, fn: MetadataListener) -> None:
         self._listeners.append(fn)
+
+    def remove_listener(self, fn: MetadataListener) -> None:
+        """A broker sharing this controller in-process stops (``cluster.in_process``)."""
+        self._listeners.remove(fn)
 
     def _commit(self, records: list[MetadataRecord]) -> None:
         """Append ``records`` durably, then publish them as one batch."""
@@ -548,4 +555,39 @@ class Controller:
                    partition_epoch=p.partition_epoch + 1,
                    isr=list(isr) if isr is not None else p.isr)
         self._commit([rec])
+        return info.partitions[partition]
+
+    def alter_partition(self, node_id: int, broker_epoch: int, topic: str, partition: int,
+                        leader_epoch: int, partition_epoch: int,
+                        isr: list[int]) -> PartitionInfo:
+        """An ISR change from the partition's leader (AlterPartition, KIP-497/841): checked
+        against the current record, committed with partition epoch + 1 and the same leader
+        epoch. ``broker_epoch`` is not checked here: registration epochs belong to the
+        broker lifecycle (heartbeats, fencing)."""
+        info = self.image.topics.get(topic)
+        if info is None or partition not in info.partitions:
+            raise UnknownTopicOrPartitionError(f"{topic}-{partition} does not exist")
+        p = info.partitions[partition]
+        if leader_epoch != p.leader_epoch:
+            raise FencedLeaderEpochError(
+                f"{topic}-{partition}: leader epoch {leader_epoch}, current {p.leader_epoch}")
+        if node_id != p.leader:
+            raise InvalidRequestError(
+                f"{topic}-{partition}: broker {node_id} is not the leader ({p.leader})")
+        if partition_epoch != p.partition_epoch:
+            raise InvalidUpdateVersionError(
+                f"{topic}-{partition}: partition epoch {partition_epoch}, current "
+                f"{p.partition_epoch}")
+        new_isr = list(dict.fromkeys(isr))
+        if p.leader not in new_isr:
+            raise InvalidRequestError(f"{topic}-{partition}: the ISR {isr} must hold the leader")
+        ineligible = [r for r in new_isr if r not in p.replicas or r not in self.live_brokers]
+        if ineligible:
+            raise IneligibleReplicaError(
+                f"{topic}-{partition}: {ineligible} are not live replicas of {p.replicas}")
+        rec = p.to_record()
+        rec.update(isr=new_isr, partition_epoch=p.partition_epoch + 1)
+        self._commit([rec])
+        log.info("%s-%d: ISR %s -> %s (partition epoch %d)", topic, partition, p.isr, new_isr,
+                 p.partition_epoch + 1)
         return info.partitions[partition]

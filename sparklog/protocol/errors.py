@@ -451,6 +451,19 @@ class StaleBrokerEpochError(KafkaError):
     error_code = ErrorCode.STALE_BROKER_EPOCH
 
 
+class InvalidUpdateVersionError(KafkaError):
+    """AlterPartition carried a partition epoch the controller has moved past."""
+
+    error_code = ErrorCode.INVALID_UPDATE_VERSION
+
+
+class IneligibleReplicaError(KafkaError):
+    """AlterPartition asked for an ISR member the controller cannot accept (not a replica,
+    not live)."""
+
+    error_code = ErrorCode.INELIGIBLE_REPLICA
+
+
 def _collect() -> dict[ErrorCode, type[KafkaError]]:
     table: dict[ErrorCode, type[KafkaError]] = {}
     stack = list(KafkaError.__subclasses__())

@@ -4,8 +4,11 @@ file slices the connection sends with ``os.sendfile``.
 Sessions (KIP-227): we never create one and always answer ``session_id=0``, which every
 client treats as "sessionless" and answers with full fetches. A request that tries to
 continue a session (id != 0) gets FETCH_SESSION_ID_NOT_FOUND, so it starts over.
-Follower fetches (replica_id >= 0) read up to the log end offset and report the follower's
-position to the replica manager, which is where the HW of a replicated partition moves.
+Follower fetches (replica_id >= 0) go to the leader like consumer fetches, read up to the
+log end offset and report the follower's position to the replica manager, which is where
+the HW of a replicated partition moves and a caught-up follower rejoins the ISR. A follower
+whose last fetched epoch diverges from ours gets the diverging epoch (KIP-595) and is not
+counted as having anything.
 
 A fetch that found fewer than ``min_bytes`` parks on its connection (``delayed.py``) and
 reads again whenever one of its partitions changes, until it has enough, ``max_wait_ms``
@@ -20,8 +23,8 @@ import logging
 
 from sparklog.broker.dispatch import RequestContext, register
 from sparklog.broker.fileslice import as_records
+from sparklog.broker.partition import Partition
 from sparklog.broker.remote_fetch import prefetch_remote
-from sparklog.broker.replica_manager import Partition
 from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.errors import ErrorCode, KafkaError, OffsetOutOfRangeError
 from sparklog.protocol.messages.fetch import FetchRequest, FetchResponse
@@ -59,8 +62,7 @@ def _read_pass(ctx: RequestContext, entries: list[_PartitionFetch], request: Fet
         try:
             # looked up on every pass: a long poll must notice deletion, leadership moves
             # and epoch bumps that happened while it waited
-            p = (rm.hosted_partition if follower else rm.leader_partition)(
-                e.topic, r.partition, r.current_leader_epoch)
+            p = rm.leader_partition(e.topic, r.partition, r.current_leader_epoch)
             e.partition = p
             plog = p.log
             hw = plog.high_watermark
@@ -73,11 +75,7 @@ def _read_pass(ctx: RequestContext, entries: list[_PartitionFetch], request: Fet
             resp.log_start_offset = start
             # no transactions are served yet, so a read_committed fetch has none to report
             resp.aborted_transactions = [] if read_committed else None
-            if follower:
-                rm.record_follower_fetch(p, request.replica_id, r.fetch_offset)
-                max_offset = leo
-            else:
-                max_offset = lso if read_committed else hw
+            max_offset = leo if follower else (lso if read_committed else hw)
             if r.fetch_offset < start or r.fetch_offset > leo:
                 raise OffsetOutOfRangeError(
                     f"{e.topic}-{r.partition}: offset {r.fetch_offset} outside [{start}, {leo}]"
@@ -89,6 +87,9 @@ def _read_pass(ctx: RequestContext, entries: list[_PartitionFetch], request: Fet
                 if epoch != last_epoch or end < r.fetch_offset:
                     resp.diverging_epoch = FetchResponse.EpochEndOffset(epoch=epoch, end_offset=end)
                     continue
+            if follower:
+                rm.record_follower_fetch(p, request.replica_id, r.fetch_offset)
+                resp.high_watermark = plog.high_watermark  # it may just have moved
             if r.fetch_offset >= max_offset or budget <= 0:
                 continue
             limit = min(r.partition_max_bytes, budget)

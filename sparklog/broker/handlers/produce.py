@@ -6,9 +6,12 @@ per partition, as Kafka 4 does. acks=0 gets no response at all; if such a reques
 the connection is closed, which is the only way Kafka can tell an acks=0 producer.
 
 acks=all parks on the connection (``delayed.py``) until the high watermark of every
-partition it wrote passed its last offset; partitions still short when ``timeout_ms`` runs
-out, or when the client half-closed, get REQUEST_TIMED_OUT (the records stay appended, as
-in Kafka). A closed connection cancels the wait.
+partition it wrote passed its last offset, i.e. every ISR member has the batch; partitions
+still short when ``timeout_ms`` runs out, or when the client half-closed, get
+REQUEST_TIMED_OUT (the records stay appended, as in Kafka). One whose ISR shrank below
+``min.insync.replicas`` meanwhile gets NOT_ENOUGH_REPLICAS_AFTER_APPEND, and one whose
+leadership or leader epoch changed while it waited NOT_LEADER_OR_FOLLOWER (a new leader may
+truncate the batch away: it is never acknowledged). A closed connection cancels the wait.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import asyncio
 import logging
 
 from sparklog.broker.dispatch import RequestContext, register
-from sparklog.broker.replica_manager import Partition
+from sparklog.broker.partition import Partition
 from sparklog.broker.server import CloseConnection, Connection
 from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.batch_header import LOG_OVERHEAD, batch_size
@@ -29,17 +32,46 @@ log = logging.getLogger(__name__)
 MIN_SERVED_VERSION = 3
 
 
-async def _wait_replicated(conn: Connection | None, waits: list[tuple[Partition, int]],
-                           timeout_ms: int) -> set[tuple[str, int]]:
-    """Park until every partition's HW passed its offset; the partitions still short."""
+class _AcksAllWait:
+    """One partition an acks=all request wrote: where its batch ended, under which epoch."""
+
+    __slots__ = ("partition", "last_offset", "leader_epoch")
+
+    def __init__(self, p: Partition, last_offset: int, leader_epoch: int) -> None:
+        self.partition, self.last_offset, self.leader_epoch = p, last_offset, leader_epoch
+
+    def state(self) -> ErrorCode | None:
+        p = self.partition
+        return p.acks_all_state(self.last_offset, self.leader_epoch,
+                                p.log.config.min_insync_replicas)
+
+
+async def _wait_replicated(conn: Connection | None, waits: list[_AcksAllWait],
+                           timeout_ms: int) -> dict[tuple[str, int], ErrorCode]:
+    """Park until every partition's ISR has its batch; the errors of those that failed or
+    are still short (REQUEST_TIMED_OUT)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_ms / 1000
-    pending = [(p, off) for p, off in waits if p.log.high_watermark <= off]
-    while pending and conn is not None:
-        if not await conn.park([p.waiters for p, _ in pending], deadline - loop.time()):
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    pending = waits
+    while True:
+        still = []
+        for w in pending:
+            code = w.state()
+            if code is None:
+                still.append(w)
+            elif code != ErrorCode.NONE:
+                errors[(w.partition.topic, w.partition.partition)] = code
+        pending = still
+        if not pending or conn is None:
             break
-        pending = [(p, off) for p, off in pending if p.log.high_watermark <= off]
-    return {(p.topic, p.partition) for p, off in pending if p.log.high_watermark <= off}
+        if not await conn.park([w.partition.waiters for w in pending], deadline - loop.time()):
+            break
+    for w in pending:
+        code = w.state()
+        if code != ErrorCode.NONE:
+            errors[(w.partition.topic, w.partition.partition)] = code or ErrorCode.REQUEST_TIMED_OUT
+    return errors
 
 
 @register(ApiKey.PRODUCE, 0, 10)
@@ -60,7 +92,7 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
         whole_error = int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
 
     responses = []
-    waits: list[tuple[Partition, int]] = []
+    waits: list[_AcksAllWait] = []
     failed = False
     for t in request.topic_data:
         parts = []
@@ -96,7 +128,7 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
             if acks == -1:
                 p = rm.get(t.name, pd.index)
                 if p is not None:
-                    waits.append((p, res.last_offset))
+                    waits.append(_AcksAllWait(p, res.last_offset, res.leader_epoch))
             parts.append(PartResp(index=pd.index, error_code=0, base_offset=res.base_offset,
                                   log_append_time_ms=res.log_append_time,
                                   log_start_offset=res.log_start_offset))
@@ -107,9 +139,10 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
             raise CloseConnection()
         return None
     if waits:
-        late = await _wait_replicated(ctx.connection, waits, max(0, request.timeout_ms))
+        errors = await _wait_replicated(ctx.connection, waits, max(0, request.timeout_ms))
         for tr in responses:
             for pr in tr.partition_responses:
-                if (tr.name, pr.index) in late and pr.error_code == 0:
-                    pr.error_code = int(ErrorCode.REQUEST_TIMED_OUT)
+                code = errors.get((tr.name, pr.index))
+                if code is not None and pr.error_code == 0:
+                    pr.error_code = int(code)
     return ProduceResponse(responses=responses, throttle_time_ms=0)

@@ -11,9 +11,11 @@ import pytest
 
 from sparklog.broker.delayed import ParkedOperations, Purgatory, Waiters
 from sparklog.broker.fileslice import SliceChain, as_records
-from sparklog.broker.replica_manager import Partition
+from sparklog.broker.partition import Partition
 from sparklog.broker.server import Connection, KafkaServer
-from sparklog.storage import FetchDataInfo, FileSlice
+from sparklog.protocol.errors import ErrorCode
+from sparklog.storage import FetchDataInfo, FileSlice, PartitionLog
+from tests.helpers.batches import make_batch
 
 
 def _empty(purgatory: Purgatory, *rest: Waiters | ParkedOperations) -> bool:
@@ -113,35 +115,39 @@ def test_close_expires_everything_and_refuses_new_parks():
     asyncio.run(main())
 
 
-class _Log:
-    def __init__(self) -> None:
-        self.high_watermark = 0
-
-
-def test_acks_all_parks_on_its_connection_until_replicated():
+def test_acks_all_parks_on_its_connection_until_replicated(tmp_path):
     async def main():
-        from sparklog.broker.handlers.produce import _wait_replicated
+        from sparklog.broker.handlers.produce import _AcksAllWait, _wait_replicated
 
         srv = KafkaServer(_no_process)
         conn = Connection(srv)
-        p = Partition("t", 0, bytes(16), _Log())
+        plog = PartitionLog(str(tmp_path / "t-0"))
+        p = Partition("t", 0, bytes(16), plog, 1)
+        p.apply(1, 0, 0, [1, 2], [1, 2], 0)
+        plog.append_as_leader(make_batch(1), 0)
         loop = asyncio.get_running_loop()
 
         def replicate() -> None:
-            p.log.high_watermark = 1
+            p.follower_fetched(2, 1, 0)  # the follower has offset 0: the HW moves to 1
             p.waiters.wake()
 
         loop.call_later(0.02, p.waiters.wake)  # a wake that changes nothing: waits on
         loop.call_later(0.05, replicate)
-        assert await asyncio.wait_for(_wait_replicated(conn, [(p, 0)], 5000), 5) == set()
-        assert await _wait_replicated(conn, [(p, 1)], 30) == {("t", 0)}  # timed out
-        waiting = loop.create_task(_wait_replicated(conn, [(p, 1)], 3_600_000))
+        assert await asyncio.wait_for(_wait_replicated(conn, [_AcksAllWait(p, 0, 0)], 5000),
+                                      5) == {}
+        timed_out = await _wait_replicated(conn, [_AcksAllWait(p, 1, 0)], 30)
+        assert timed_out == {("t", 0): ErrorCode.REQUEST_TIMED_OUT}
+        # a wait under an epoch that is not the leader's is never acknowledged
+        assert await _wait_replicated(conn, [_AcksAllWait(p, 0, 7)], 30) == {
+            ("t", 0): ErrorCode.NOT_LEADER_OR_FOLLOWER}
+        waiting = loop.create_task(_wait_replicated(conn, [_AcksAllWait(p, 1, 0)], 3_600_000))
         await asyncio.sleep(0)
         assert len(srv.purgatory) == 1
         conn.close()  # the connection going away cancels the wait
         with pytest.raises(asyncio.CancelledError):
             await waiting
         assert len(srv.purgatory) == 0 and len(p.waiters) == 0
+        plog.close()
 
     asyncio.run(main())
 

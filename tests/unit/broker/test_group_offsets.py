@@ -152,7 +152,7 @@ def test_the_brokers_record_log_appends_to_the_offsets_partitions_and_replays(
             # what the broker's does: create the topic (here: host its partitions) on first use
             if not ensured:
                 for p in range(3):
-                    rm.apply_partition_state(CONSUMER_OFFSETS, bytes(16), p, 1, 0, [1], [1],
+                    rm.apply_partition_state(CONSUMER_OFFSETS, bytes(16), p, 1, 0, 0, [1], [1],
                                              internal=True)
             ensured.append(1)
 

@@ -46,7 +46,7 @@ def lead(rm: ReplicaManager, topic: str, partition: int = 0, *, epoch: int = 0,
          replicas: list[int] | None = None, isr: list[int] | None = None,
          internal: bool = False) -> None:
     replicas = replicas or [NODE]
-    rm.apply_partition_state(topic, TOPIC_ID, partition, NODE, epoch, replicas,
+    rm.apply_partition_state(topic, TOPIC_ID, partition, NODE, epoch, 0, replicas,
                              isr if isr is not None else replicas, internal=internal)
 
 
@@ -71,7 +71,7 @@ def test_errors_of_an_append_are_returned(logs: ManagedLogs) -> None:
     rm = ReplicaManager(NODE, logs)
     lead(rm, "strict")
     lead(rm, "__consumer_offsets", internal=True)
-    rm.apply_partition_state("followed", TOPIC_ID, 0, 2, 0, [2, NODE], [2, NODE])
+    rm.apply_partition_state("followed", TOPIC_ID, 0, 2, 0, 0, [2, NODE], [2, NODE])
     lead(rm, "compacted")
     cases = {
         ("nope", 1): UnknownTopicOrPartitionError,
@@ -91,7 +91,7 @@ def test_errors_of_an_append_are_returned(logs: ManagedLogs) -> None:
 
 def test_roles_and_epochs_follow_the_metadata(logs: ManagedLogs) -> None:
     rm = ReplicaManager(NODE, logs)
-    rm.apply_partition_state("t", TOPIC_ID, 0, 2, 5, [2, NODE], [2, NODE])
+    rm.apply_partition_state("t", TOPIC_ID, 0, 2, 5, 0, [2, NODE], [2, NODE])
     with pytest.raises(NotLeaderOrFollowerError):
         rm.leader_partition("t", 0)
     p = rm.hosted_partition("t", 0, current_leader_epoch=5)
@@ -111,7 +111,7 @@ def test_leaving_the_replicas_or_deleting_the_topic_drops_the_logs(logs: Managed
     for partition in (0, 1):
         lead(rm, "t", partition)
     lead(rm, "u")
-    rm.apply_partition_state("u", TOPIC_ID, 0, 2, 1, [2, 3], [2, 3])
+    rm.apply_partition_state("u", TOPIC_ID, 0, 2, 1, 0, [2, 3], [2, 3])
     assert rm.get("u", 0) is None and logs.manager.get_log("u", 0) is None
     rm.remove_topic("t")
     assert rm.partitions() == [] and logs.manager.logs() == {}

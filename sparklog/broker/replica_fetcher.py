@@ -107,6 +107,8 @@ class _Fetcher:
         self.states: dict[tuple[str, int], _FetchState] = {}
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+        self._failing = False  # the last round failed to reach the leader
         self._conn: BrokerConnection | None = None
 
     def add(self, p: Partition) -> None:
@@ -118,12 +120,16 @@ class _Fetcher:
 
     def start(self) -> None:
         if self._task is None:
+            self._stopping = False
             self._task = asyncio.get_running_loop().create_task(
                 self._run(), name=f"replica-fetcher-{self.manager.node_id}-from-{self.leader_id}")
 
     async def stop(self) -> None:
         task, self._task = self._task, None
         if task is not None:
+            # the flag too: a cancellation that races a completing wait can be lost (3.11)
+            self._stopping = True
+            self._changed.set()
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
@@ -153,15 +159,15 @@ class _Fetcher:
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         cfg = self.manager.config
-        while True:
+        while not self._stopping:
             now = loop.time()
             ready = [s for s in self.states.values() if s.delayed_until <= now and s.current]
             if not ready:
                 delays = [s.delayed_until for s in self.states.values()]
                 self._changed.clear()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._changed.wait(),
-                                           max(0.01, min(delays, default=now + 1) - now))
+                    async with asyncio.timeout(max(0.01, min(delays, default=now + 1) - now)):
+                        await self._changed.wait()
                 continue
             try:
                 conn = await self._connection()
@@ -170,9 +176,13 @@ class _Fetcher:
                     await self._truncate(conn, truncating)
                     continue
                 await self._fetch(conn, ready)
+                self._failing = False
             except (KafkaConnectionError, KafkaTimeoutError, OSError) as exc:
-                log.info("replica fetcher %d <- %d: %s; retrying in %d ms", self.manager.node_id,
-                         self.leader_id, exc, cfg.backoff_ms)
+                # said once per outage: a dead leader fails every backoff until it is replaced
+                log.log(logging.DEBUG if self._failing else logging.INFO,
+                        "replica fetcher %d <- %d: %s; retrying every %d ms",
+                        self.manager.node_id, self.leader_id, exc, cfg.backoff_ms)
+                self._failing = True
                 await self._close()
                 await asyncio.sleep(cfg.backoff_ms / 1000)
 

@@ -1,5 +1,6 @@
 """ReplicaManager over a real LogManager: roles and epochs from metadata, leader appends,
-the high watermark over the ISR, acks=all waits, internal (coordinator) appends."""
+the high watermark over the ISR, acks=all waits, internal (coordinator) appends, ISR changes
+through a real controller."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from sparklog.broker.delayed import Purgatory
-from sparklog.broker.replica_manager import ReplicaManager
+from sparklog.broker.metadata_cache import MetadataRecord
+from sparklog.broker.replica_manager import ISR_RETRY_MS, ReplicaManager
+from sparklog.controller import Controller
 from sparklog.protocol.errors import (
     FencedLeaderEpochError,
     InvalidRecordError,
@@ -189,3 +192,48 @@ def test_a_partition_whose_log_cannot_open_answers_kafka_storage_error(tmp_path:
             rm.leader_partition("t", 1)
     finally:
         manager.shutdown()
+
+
+def test_the_isr_shrinks_and_expands_through_the_controller(logs: ManagedLogs,
+                                                             tmp_path: Path) -> None:
+    ctrl = Controller(str(tmp_path / "metadata"), NODE)
+    ctrl.open()
+    for node in (NODE, 2, 3):
+        ctrl.register_broker(node, "127.0.0.1", 9000 + node)
+    now = [0]
+    rm = ReplicaManager(NODE, logs, ctrl, replica_lag_time_max_ms=1000, time_ms=lambda: now[0])
+    info = ctrl.create_topic("t", 1, 3)
+
+    def feed(records: list[MetadataRecord]) -> None:  # what the broker's listener does
+        for rec in records:
+            if rec["type"] != "partition":
+                continue
+            pi = ctrl.image.topics["t"].partitions[rec["partition"]]
+            rm.apply_partition_state("t", info.topic_id, pi.partition, pi.leader,
+                                     pi.leader_epoch, pi.partition_epoch, pi.replicas, pi.isr)
+
+    ctrl.add_listener(feed)
+    feed([info.partitions[0].to_record()])
+    p = rm.leader_partition("t", 0)
+    assert p.isr == [NODE, 2, 3]
+    rm.append("t", 0, batch(b"a", b"b"), acks=1)
+    now[0] = 500
+    rm.record_follower_fetch(p, 2, 2)
+    rm.record_follower_fetch(p, 3, 0)
+    assert p.log.high_watermark == 0
+    now[0] = 1200  # 3 has not caught up since it became a follower (0): it leaves
+    rm.maybe_shrink_isr()
+    assert (p.isr, p.partition_epoch, p.pending_isr) == ([NODE, 2], 1, None)
+    assert ctrl.image.topics["t"].partitions[0].isr == [NODE, 2]
+    assert p.log.high_watermark == 2  # the HW no longer waits for 3
+    # a caught-up replica the controller refuses (not live) is proposed again after a pause
+    ctrl.unregister_broker(3)
+    rm.record_follower_fetch(p, 3, 2)
+    assert p.isr == [NODE, 2]
+    ctrl.register_broker(3, "127.0.0.1", 9003)
+    rm.record_follower_fetch(p, 3, 2)
+    assert p.isr == [NODE, 2]
+    now[0] += ISR_RETRY_MS
+    rm.record_follower_fetch(p, 3, 2)
+    assert (p.isr, p.partition_epoch) == ([NODE, 2, 3], 2)
+    ctrl.close()

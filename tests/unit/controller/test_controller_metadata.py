@@ -1,4 +1,4 @@
-"""Controller: topic validation, durable metadata log, torn-tail recovery."""
+"""Controller: topic validation, durable metadata log, torn-tail recovery, AlterPartition."""
 
 from __future__ import annotations
 
@@ -6,9 +6,13 @@ import pytest
 
 from sparklog.controller import Controller
 from sparklog.protocol.errors import (
+    FencedLeaderEpochError,
+    IneligibleReplicaError,
     InvalidPartitionsError,
     InvalidReplicationFactorError,
+    InvalidRequestError,
     InvalidTopicError,
+    InvalidUpdateVersionError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
@@ -109,4 +113,38 @@ def test_leader_change_bumps_epoch(tmp_path):
     c.close()
     c = _open(tmp_path)
     assert c.image.topics["t"].partitions[0].leader_epoch == 1
+    c.close()
+
+
+def test_alter_partition_validates_and_commits_the_next_partition_epoch(tmp_path):
+    c = _open(tmp_path)
+    for node in (2, 3):
+        c.register_broker(node, "127.0.0.1", 9092 + node)
+    c.create_topic("t", 1, 3)
+    published = []
+    c.add_listener(published.extend)
+    p = c.image.topics["t"].partitions[0]
+    assert (p.leader, p.replicas, p.leader_epoch, p.partition_epoch) == (1, [1, 2, 3], 0, 0)
+    refused = [
+        (1, 1, 0, [1, 2], FencedLeaderEpochError),  # stale (or future) leader epoch
+        (2, 0, 0, [1, 2], InvalidRequestError),  # not the leader
+        (1, 0, 5, [1, 2], InvalidUpdateVersionError),  # stale partition epoch
+        (1, 0, 0, [2, 3], InvalidRequestError),  # the ISR must hold the leader
+        (1, 0, 0, [1, 4], IneligibleReplicaError),  # not a replica
+    ]
+    for node, leader_epoch, partition_epoch, isr, error in refused:
+        with pytest.raises(error):
+            c.alter_partition(node, -1, "t", 0, leader_epoch, partition_epoch, isr)
+    with pytest.raises(UnknownTopicOrPartitionError):
+        c.alter_partition(1, -1, "t", 1, 0, 0, [1])
+    assert published == []
+    p = c.alter_partition(1, -1, "t", 0, 0, 0, [1, 3])
+    assert (p.isr, p.leader, p.leader_epoch, p.partition_epoch) == ([1, 3], 1, 0, 1)
+    assert published == [p.to_record()]
+    c.unregister_broker(2)
+    with pytest.raises(IneligibleReplicaError):  # not live
+        c.alter_partition(1, -1, "t", 0, 0, 1, [1, 2, 3])
+    c.close()
+    c = _open(tmp_path)  # durable
+    assert c.image.topics["t"].partitions[0].isr == [1, 3]
     c.close()

@@ -232,11 +232,13 @@ CLIENTS: dict[str, tuple[Callable[..., None], Callable[..., list[Msg]]]] = {
 
 # -- topics and committed offsets (through confluent-kafka) ---------------------------------
 
-def create_topic(bs: str, name: str, partitions: int = 4) -> None:
+def create_topic(bs: str, name: str, partitions: int = 4, replication_factor: int = 1,
+                 config: dict[str, str] | None = None) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bs})
-    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(timeout=30)
+    admin.create_topics([NewTopic(name, partitions, replication_factor,
+                                  config=config or {})])[name].result(timeout=30)
 
 
 def commit_offsets(bs: str, group: str, topic: str, offsets: dict[int, int]) -> None:

@@ -1,0 +1,155 @@
+"""Replication on a 3-broker in-process cluster (``InProcessCluster``: real listeners, real
+replica fetchers over sockets, one shared controller) with confluent-kafka: RF3 acks=all,
+followers' logs byte-identical to the leader's, ISR shrink and rejoin, min.insync.replicas,
+and a leadership move over a divergent, unreplicated tail (KIP-101) losing nothing acked."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sparklog.broker.broker import Broker
+from sparklog.cluster import InProcessCluster
+from sparklog.protocol.api_keys import ApiKey
+from sparklog.protocol.errors import ErrorCode
+from tests.helpers.batches import make_batch
+from tests.helpers.kafka_clients import ck_consume, ck_produce, create_topic, make_messages
+from tests.helpers.polling import wait_for
+from tests.helpers.replication import AckedProducer, damage
+from tests.helpers.requests import produce_request
+from tests.helpers.wire import KafkaWire
+
+LAG_MS = 1500  # replica.lag.time.max.ms: a stopped follower leaves the ISR within ~2 s
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[InProcessCluster]:
+    with InProcessCluster(tmp_path, brokers=3, config={
+            "replica.lag.time.max.ms": str(LAG_MS), "replica.fetch.backoff.ms": "100",
+            "replica.fetch.wait.max.ms": "200", "offsets.topic.num.partitions": "3"}) as c:
+        yield c
+
+
+def _isr(c: InProcessCluster, topic: str, partition: int = 0) -> list[int]:
+    return c.controller.image.topics[topic].partitions[partition].isr
+
+
+def _log_bytes(b: Broker, topic: str, partition: int) -> bytes:
+    plog = b.replica_manager.get(topic, partition).log
+    return plog.read(plog.log_start_offset, 1 << 30).read_bytes()
+
+
+def _in_step(c: InProcessCluster, topic: str, partition: int) -> bool:
+    """Every replica has the leader's LEO and HW = LEO."""
+    ends = set()
+    for b in c.brokers.values():
+        p = b.replica_manager.get(topic, partition)
+        if p is not None:
+            ends.add((p.log.log_end_offset, p.log.high_watermark))
+    return len(ends) == 1 and len({e for pair in ends for e in pair}) == 1
+
+
+def _stop_fetchers(c: InProcessCluster, *nodes: int) -> None:
+    for n in nodes:
+        c.call(c.brokers[n].replica_fetchers.stop)
+
+
+def _start_fetchers(c: InProcessCluster, *nodes: int) -> None:
+    for n in nodes:
+        c.call(c.brokers[n].replica_fetchers.start)
+
+
+def _wire_produce(c: InProcessCluster, leader: int, topic: str, acks: int,
+                  timeout_ms: int = 5000) -> int:
+    req = produce_request(topic, 0, make_batch(2), acks=acks)
+    req.timeout_ms = timeout_ms
+    wire = KafkaWire(f"127.0.0.1:{c.brokers[leader].port}", timeout=timeout_ms / 1000 + 10)
+    try:
+        wire.request(ApiKey.PRODUCE, 9, req)
+        resp = wire.response(ApiKey.PRODUCE, 9)
+    finally:
+        wire.close()
+    return resp.responses[0].partition_responses[0].error_code
+
+
+def test_rf3_acks_all_followers_hold_the_leaders_bytes(cluster: InProcessCluster) -> None:
+    c = cluster
+    bs = c.bootstrap_servers
+    create_topic(bs, "rep", 3, 3, {"min.insync.replicas": "2"})
+    leaders = {p.leader for p in c.controller.image.topics["rep"].partitions.values()}
+    assert leaders == {1, 2, 3}  # every broker leads one partition
+    msgs = make_messages(600, 3, headers=True)
+    ck_produce(bs, "rep", msgs)
+    for part in range(3):
+        wait_for(lambda part=part: _in_step(c, "rep", part), 20, f"rep-{part} in step")
+        copies = {n: _log_bytes(b, "rep", part) for n, b in c.brokers.items()}
+        assert len(copies[1]) > 0 and len(set(copies.values())) == 1, part
+        epochs = {n: b.replica_manager.get("rep", part).log.leader_epoch_cache.entries()
+                  for n, b in c.brokers.items()}
+        assert len({tuple(e) for e in epochs.values()}) == 1
+        assert _isr(c, "rep", part) == c.controller.image.topics["rep"].partitions[part].replicas
+    # consumers read each partition from its leader
+    got = ck_consume(bs, "rep", 3, 600)
+    assert sorted((m.partition, m.value) for m in got) == sorted(
+        (m.partition, m.value) for m in msgs)
+
+
+def test_isr_shrinks_rejoins_and_min_insync_replicas(cluster: InProcessCluster) -> None:
+    c = cluster
+    create_topic(c.bootstrap_servers, "isr", 1, 3, {"min.insync.replicas": "2"})
+    leader = c.controller.image.topics["isr"].partitions[0].leader
+    f1, f2 = [n for n in (1, 2, 3) if n != leader]
+    assert _wire_produce(c, leader, "isr", -1) == ErrorCode.NONE
+    _stop_fetchers(c, f2)
+    wait_for(lambda: sorted(_isr(c, "isr")) == sorted([leader, f1]), 10, "ISR without f2")
+    assert _wire_produce(c, leader, "isr", -1) == ErrorCode.NONE  # 2 >= min.insync.replicas
+    # the ISR shrinks below min.insync.replicas while an acks=all produce waits
+    _stop_fetchers(c, f1)
+    assert _wire_produce(c, leader, "isr", -1, timeout_ms=20_000) == \
+        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    assert _isr(c, "isr") == [leader]
+    assert _wire_produce(c, leader, "isr", -1) == ErrorCode.NOT_ENOUGH_REPLICAS
+    assert _wire_produce(c, leader, "isr", 1) == ErrorCode.NONE  # acks=1 needs no ISR
+    # caught-up followers rejoin, and their logs are the leader's
+    _start_fetchers(c, f1, f2)
+    wait_for(lambda: sorted(_isr(c, "isr")) == [1, 2, 3], 10, "ISR back to 3")
+    assert _wire_produce(c, leader, "isr", -1) == ErrorCode.NONE
+    wait_for(lambda: _in_step(c, "isr", 0), 10, "isr-0 in step")
+    assert len({_log_bytes(b, "isr", 0) for b in c.brokers.values()}) == 1
+    assert c.brokers[leader].replica_manager.get("isr", 0).log.log_end_offset == 10
+
+
+def test_a_new_leader_makes_the_old_one_truncate_its_unreplicated_tail(
+        cluster: InProcessCluster) -> None:
+    """KIP-101: the leader takes writes its followers never fetched (acks=1), then loses the
+    leadership; as a follower it asks the new leader where its epoch ended and truncates
+    there. Every acks=all record survives, once, in order; idempotence holds across the
+    move (the new leader's producer state was rebuilt from the replicated log)."""
+    c = cluster
+    bs = c.bootstrap_servers
+    create_topic(bs, "div", 1, 3, {"min.insync.replicas": "2"})
+    old = c.controller.image.topics["div"].partitions[0].leader
+    new, other = [n for n in (1, 2, 3) if n != old]
+    producer = AckedProducer(bs, "div")
+    producer.send([b"a-%d" % i for i in range(100)])
+    wait_for(lambda: _in_step(c, "div", 0), 10, "div-0 in step")
+    _stop_fetchers(c, new, other)
+    unreplicated = make_messages(30, 1, tag="tail")
+    ck_produce(bs, "div", unreplicated, acks="1", **{"enable.idempotence": False})
+    assert c.brokers[old].replica_manager.get("div", 0).log.log_end_offset == 130
+    c.call(c.controller.change_leader, "div", 0, new, [new, other])
+    _start_fetchers(c, new, other)
+    producer.send([b"b-%d" % i for i in range(100)])
+    assert producer.errors == []
+    wait_for(lambda: _in_step(c, "div", 0), 20, "div-0 in step after the move")
+    copies = {n: _log_bytes(b, "div", 0) for n, b in c.brokers.items()}
+    assert len(set(copies.values())) == 1
+    assert b"tail-value" not in copies[old]
+    assert c.brokers[old].replica_manager.get("div", 0).log.leader_epoch_cache.entries() == \
+        [(0, 0), (1, 100)]
+    wait_for(lambda: sorted(_isr(c, "div")) == [1, 2, 3], 10, "the old leader rejoins")
+    dmg, got = damage(bs, "div", 1, producer, 200)
+    assert dmg.none, dmg
+    assert len(got) == 200

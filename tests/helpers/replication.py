@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 from tests.helpers.kafka_clients import DEADLINE_S, Msg, ck_consume
@@ -69,6 +70,9 @@ def damage(bootstrap: str, topic: str, partitions: int, producer: AckedProducer,
         counts = Counter(read)
         out.lost[part] = sum(1 for v in acked if counts[v] == 0)
         out.duplicated[part] = sum(n - 1 for n in counts.values() if n > 1)
-        positions = [read.index(v) for v in acked if counts[v]]
-        out.reordered[part] = sum(1 for a, b in zip(positions, positions[1:]) if b < a)
+        first = {}
+        for i, v in enumerate(read):
+            first.setdefault(v, i)
+        positions = [first[v] for v in acked if v in first]
+        out.reordered[part] = sum(1 for a, b in pairwise(positions) if b < a)
     return out, got

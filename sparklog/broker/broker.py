@@ -262,6 +262,9 @@ class Broker:
                 self.log_manager.update_config(rec["topic"], self.log_config_for(rec["topic"]))
             elif kind == "broker_config":
                 self._apply_dynamic_configs()
+        if any(rec.get("topic", rec.get("name")) == CONSUMER_OFFSETS
+               or rec.get("type") in ("fence_broker", "unfence_broker") for rec in records):
+            self._serve_group_partitions()
         if deleted and self.group_coordinator is not None:
             # a topic re-created under the same name must not inherit stale positions
             self.group_coordinator.offsets.remove_topic_offsets(deleted)
@@ -361,7 +364,6 @@ class Broker:
                                  rf, configs, internal=True)
 
     def _start_group_coordinator(self) -> None:
-        """Every offsets partition is loaded here: a single broker coordinates every group."""
         cfg = CoordinatorConfig.from_broker_config(self.config)
         info = self.metadata.topic(CONSUMER_OFFSETS)
         # An existing topic keeps its partition count even if the config changed since.
@@ -369,4 +371,42 @@ class Broker:
         store = GroupStore(ReplicatedRecordLog(self.replica_manager, self.ensure_offsets_topic),
                            partitions)
         self.group_coordinator = GroupCoordinator(cfg, store)
-        self.group_coordinator.load_all_partitions()
+        self._serve_group_partitions()
+
+    def _serve_group_partitions(self) -> None:
+        """The group coordinator serves the groups of the offsets partitions this broker
+        leads, and moves with their leadership (load on becoming leader, unload on losing
+        it). Before the topic exists (it is created on the first write), a broker alone in
+        its cluster serves every group, as the single node always has."""
+        gc = self.group_coordinator
+        if gc is None:
+            return
+        info = self.metadata.topic(CONSUMER_OFFSETS)
+        if info is None:
+            alone = self.metadata.live_brokers <= {self.node_id}
+            gc.serve_partitions(range(gc.store.num_partitions) if alone else ())
+            return
+        rm = self.replica_manager
+        gc.serve_partitions(n for n in info.partitions
+                            if (p := rm.get(CONSUMER_OFFSETS, n)) is not None and p.is_leader)
+
+    def group_coordinator_node(self, group_id: str) -> int | None:
+        """The broker coordinating ``group_id``: the leader of its offsets partition (the
+        topic is created now if it does not exist, as Kafka's FindCoordinator does); None
+        while there is none (not elected yet, or its groups are still loading here)."""
+        gc = self.group_coordinator
+        if gc is None:
+            return None
+        if gc.serves(group_id):
+            return self.node_id
+        info = self.metadata.topic(CONSUMER_OFFSETS)
+        if info is None:
+            if self.metadata.live_brokers <= {self.node_id}:
+                return None  # alone, this broker serves every group until the topic exists
+            info = self.ensure_offsets_topic()
+        p = info.partitions.get(gc.store.partition_for(group_id))
+        if p is None or p.leader not in self.metadata.live_brokers:
+            return None
+        if p.leader == self.node_id:
+            return self.node_id if gc.serves(group_id) else None  # loaded just now, or not
+        return p.leader

@@ -1,7 +1,8 @@
 """Replication on a 3-broker in-process cluster (``InProcessCluster``: real listeners, real
 replica fetchers over sockets, one shared controller) with confluent-kafka: RF3 acks=all,
 followers' logs byte-identical to the leader's, ISR shrink and rejoin, min.insync.replicas,
-and a leadership move over a divergent, unreplicated tail (KIP-101) losing nothing acked."""
+a leadership move over a divergent, unreplicated tail (KIP-101) losing nothing acked, and
+the group coordinator moving with its ``__consumer_offsets`` partition."""
 
 from __future__ import annotations
 
@@ -11,11 +12,20 @@ from pathlib import Path
 import pytest
 
 from sparklog.broker.broker import Broker
+from sparklog.broker.group.records import partition_for_group
 from sparklog.cluster import InProcessCluster
 from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.errors import ErrorCode
+from sparklog.protocol.internal_topics import CONSUMER_OFFSETS
 from tests.helpers.batches import make_batch
-from tests.helpers.kafka_clients import ck_consume, ck_produce, create_topic, make_messages
+from tests.helpers.kafka_clients import (
+    ck_consume,
+    ck_produce,
+    commit_offsets,
+    committed_offsets,
+    create_topic,
+    make_messages,
+)
 from tests.helpers.polling import wait_for
 from tests.helpers.replication import AckedProducer, damage
 from tests.helpers.requests import produce_request
@@ -153,3 +163,25 @@ def test_a_new_leader_makes_the_old_one_truncate_its_unreplicated_tail(
     dmg, got = damage(bs, "div", 1, producer, 200)
     assert dmg.none, dmg
     assert len(got) == 200
+
+
+def test_the_group_coordinator_moves_with_its_offsets_partition(
+        cluster: InProcessCluster) -> None:
+    c = cluster
+    bs = c.bootstrap_servers
+    create_topic(bs, "grp-in", 1, 3)
+    commit_offsets(bs, "grp", "grp-in", {0: 7})  # creates __consumer_offsets, RF 3
+    offsets = c.controller.image.topics[CONSUMER_OFFSETS]
+    part = partition_for_group("grp", len(offsets.partitions))
+    old = offsets.partitions[part].leader
+    assert [n for n, b in c.brokers.items() if b.group_coordinator.serves("grp")] == [old]
+    wait_for(lambda: _in_step(c, CONSUMER_OFFSETS, part), 10, "offsets partition in step")
+    new = next(n for n in (1, 2, 3) if n != old)
+    c.call(c.controller.change_leader, CONSUMER_OFFSETS, part, new,
+           offsets.partitions[part].isr)
+    # the old leader gave the group up, the new one replayed it from its replica
+    assert not c.brokers[old].group_coordinator.serves("grp")
+    assert c.brokers[new].group_coordinator.serves("grp")
+    assert committed_offsets(bs, "grp", "grp-in", [0]) == {0: 7}
+    commit_offsets(bs, "grp", "grp-in", {0: 9})
+    assert committed_offsets(bs, "grp", "grp-in", [0]) == {0: 9}

@@ -105,16 +105,23 @@ class GroupCoordinator:
         log.debug("unloaded %d groups of %s-%d", len(gone), CONSUMER_OFFSETS, partition)
         return len(gone)
 
-    def load_all_partitions(self) -> None:
-        """A single broker coordinates every group: load every offsets partition. A
-        partition that fails to load stays unloaded (its groups get NOT_COORDINATOR)."""
+    def serve_partitions(self, partitions: Iterable[int]) -> None:
+        """Coordinate exactly the groups of ``partitions`` (the offsets partitions this
+        broker leads): load the new ones, unload the rest. A partition that fails to load
+        stays unloaded (its groups get NOT_COORDINATOR)."""
+        wanted = set(partitions)
+        for p in sorted(self.registry.loaded - wanted):
+            self.unload_partition(p)
         total = 0
-        for p in range(self.store.num_partitions):
+        new = sorted(wanted - self.registry.loaded)
+        for p in new:
             try:
                 total += self.load_partition(p)
             except Exception:  # noqa: BLE001 - the other partitions still serve
                 log.exception("loading %s-%d failed", CONSUMER_OFFSETS, p)
-        log.info("loaded %d consumer groups from %s", total, CONSUMER_OFFSETS)
+        if new:
+            log.info("loaded %d consumer groups from %d %s partitions", total, len(new),
+                     CONSUMER_OFFSETS)
 
     def shutdown(self) -> None:
         """Cancel timers and answer waiting requests so the server can stop."""

@@ -16,7 +16,7 @@ from sparklog.broker.dispatch import RequestContext, api_spec, register
 from sparklog.broker.group.coordinator import GroupCoordinator
 from sparklog.broker.group.records import NO_LEADER_EPOCH, OffsetAndMetadata
 from sparklog.protocol.api_keys import ApiKey
-from sparklog.protocol.errors import CoordinatorNotAvailableError, ErrorCode
+from sparklog.protocol.errors import CoordinatorNotAvailableError, ErrorCode, KafkaError
 from sparklog.protocol.schema import Message, TopLevel
 
 INT32_MIN = -(1 << 31)
@@ -54,13 +54,18 @@ async def handle_find_coordinator(ctx: RequestContext, request: TopLevel) -> Top
                    error_message=f"unknown coordinator key type {key_type}",
                    node_id=-1, host="", port=-1)
     broker = ctx.broker
-    gc = broker.group_coordinator
-    if key_type == KEY_TYPE_GROUP and (gc is None or not gc.serves(request.key)):
-        # single node: nobody else could coordinate the group either
+    # a group's coordinator leads its offsets partition; transactions (not served yet)
+    # are answered by this broker
+    node_id: int | None = broker.node_id
+    if key_type == KEY_TYPE_GROUP:
+        try:
+            node_id = broker.group_coordinator_node(request.key)
+        except KafkaError:
+            node_id = None  # the offsets topic could not be created now: the client retries
+    if node_id is None:
         return cls(error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE), error_message=None,
                    node_id=-1, host="", port=-1)
-    # Single node: this broker coordinates every group (and, later, every transaction).
-    node_id, host, port = broker.node_id, None, None
+    host, port = None, None
     for b in broker.metadata.live_broker_list():
         if b.node_id == node_id:
             host, port = b.host, b.port

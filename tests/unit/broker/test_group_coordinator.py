@@ -74,7 +74,7 @@ def make(delay_ms: int = 0, store: GroupStore | None = None,
     cfg = CoordinatorConfig.from_broker_config(BrokerConfig({
         "group.initial.rebalance.delay.ms": str(delay_ms), "offsets.topic.num.partitions": "5"}))
     gc = GroupCoordinator(cfg, store or GroupStore(MemoryRecordLog(), 5), clock)
-    gc.load_all_partitions()
+    gc.serve_partitions(range(gc.store.num_partitions))
     return gc, clock
 
 

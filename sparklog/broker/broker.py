@@ -7,12 +7,14 @@ Start order matters for durability and correctness: the data directories' locks 
 (``storage.dir_lock``: a second broker on them fails before touching anything), then
 metadata (it says which partitions exist), then the logs (recovered by the storage layer;
 a partition that cannot be loaded stays offline), then the listener binds (registration
-needs its real port), then the replica manager takes its roles and the group coordinator
-loads ``__consumer_offsets``. Nothing after the bind yields to the event loop, so no request
-is served before all of that is done. Shutdown runs the other way: leave the cluster
-(unregister: a broker in its own process has its leaderships moved away first), stop
-accepting, let in-flight requests finish, stop the coordinator, flush and checkpoint the
-logs, close the channel, release the locks.
+needs its real port), then the replica manager takes its roles, the group coordinator loads
+the ``__consumer_offsets`` partitions this broker leads (it follows their leadership from
+then on), and the replica fetchers and the periodic ISR check start. Nothing after the bind
+yields to the event loop, so no request is served before all of that is done. Shutdown runs
+the other way: leave the cluster (unregister: a broker in its own process has its
+leaderships moved away first), stop the ISR check and the fetchers, stop accepting, let
+in-flight requests finish, stop the coordinator, flush and checkpoint the logs, close the
+channel, release the locks.
 """
 
 from __future__ import annotations

@@ -135,3 +135,25 @@ def test_truncate_fully_and_start_at(tmp_path):
     assert (info.first_offset, info.last_offset) == (100, 101)
     assert read_all(log)[0].base_offset == 100
     log.close()
+
+
+def test_a_follower_keeps_producer_state_and_dedupes_once_it_leads(tmp_path):
+    """Idempotence across a failover: the follower's producer state is rebuilt from the
+    replicated batches, so a producer retrying its last batch against the new leader gets
+    the original offsets back; what a truncation removes is forgotten with it."""
+    leader = PartitionLog(str(tmp_path / "l" / "t-0"))
+    follower = PartitionLog(str(tmp_path / "f" / "t-0"))
+    first = make_batch(2, producer_id=7, producer_epoch=0, base_sequence=0)
+    retry = make_batch(3, producer_id=7, producer_epoch=0, base_sequence=2)
+    leader.append_as_leader(first, 0)
+    leader.append_as_leader(retry, 0)
+    _replicate(leader, follower)
+    assert follower.producer_state.producers[7].last_seq == 4
+    follower.assign_epoch_start_offset(1, follower.log_end_offset)  # the follower leads now
+    again = follower.append_as_leader(retry, 1)
+    assert again.duplicate and (again.first_offset, again.last_offset) == (2, 4)
+    assert follower.log_end_offset == 5
+    follower.truncate_to(2)  # the retried batch was never committed after all
+    assert follower.append_as_leader(retry, 1).first_offset == 2
+    leader.close()
+    follower.close()

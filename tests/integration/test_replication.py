@@ -185,3 +185,23 @@ def test_the_group_coordinator_moves_with_its_offsets_partition(
     assert committed_offsets(bs, "grp", "grp-in", [0]) == {0: 7}
     commit_offsets(bs, "grp", "grp-in", {0: 9})
     assert committed_offsets(bs, "grp", "grp-in", [0]) == {0: 9}
+
+
+def test_a_restarted_follower_catches_up_and_rejoins_the_isr(cluster: InProcessCluster) -> None:
+    c = cluster
+    bs = c.bootstrap_servers
+    create_topic(bs, "rs", 1, 3, {"min.insync.replicas": "2"})
+    leader = c.controller.image.topics["rs"].partitions[0].leader
+    follower = next(n for n in (1, 2, 3) if n != leader)
+    producer = AckedProducer(bs, "rs")
+    producer.send([b"a-%d" % i for i in range(100)])
+    c.call(c.stop_broker, follower)
+    wait_for(lambda: follower not in _isr(c, "rs"), 10, "the stopped follower leaves the ISR")
+    producer.send([b"b-%d" % i for i in range(100)])  # two in sync: acks=all goes on
+    c.call(c.start_broker, follower)
+    wait_for(lambda: sorted(_isr(c, "rs")) == [1, 2, 3], 15, "the follower rejoins")
+    wait_for(lambda: _in_step(c, "rs", 0), 10, "rs-0 in step")
+    assert len({_log_bytes(b, "rs", 0) for b in c.brokers.values()}) == 1
+    assert producer.errors == []
+    dmg, got = damage(bs, "rs", 1, producer, 200)
+    assert dmg.none and len(got) == 200, dmg

@@ -3,12 +3,20 @@ cluster, same run, same client (confluent-kafka), 100-byte records.
 
 The cluster (``sparklog.cluster.InProcessCluster``: a controller and three brokers whose
 followers replicate over real sockets) runs in a child process so the client does not share
-its interpreter. For each mode: produce N records (linger 5 ms) to a fresh topic with P
-partitions and measure records/s and the produce latency (produce() to delivery report)
-p50/p99. Prints both modes and the RF3/RF1 ratios. Targets (issue 14): RF3 acks=all >=
-0.5x the RF1 acks=1 throughput; p99 <= 3x RF1's.
+its interpreter. Each mode produces to a fresh topic with P partitions (linger 5 ms):
 
-    .venv/bin/python bench/replication.py [--n 200000] [--partitions 3] [--reps 1]
+* at full speed, N records: records/s, and the produce latency (CreateTime to delivery
+  report) p50/p99, which at full speed is mostly time queued in the client;
+* paced at ``--rate`` records/s (below what every mode sustains), ``--paced-n`` records:
+  latency p50/p99 at equal load, which is what replication adds per request.
+
+A third mode, RF1 acks=all (idempotent, as the RF3 mode is), separates what the client's
+acks=all/idempotent mode costs on its own from what replication costs. Prints every mode
+and the RF3/RF1 ratios. Targets (issue 14): RF3 acks=all >= 0.5x the RF1 acks=1
+throughput; p99 <= 3x RF1's.
+
+    .venv/bin/python bench/replication.py [--n 300000] [--partitions 3] [--reps 3]
+                                          [--rate 50000] [--paced-n 100000]
 """
 
 from __future__ import annotations
@@ -19,6 +27,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from confluent_kafka import Message
 
 VALUE = b"x" * 100
 
@@ -32,8 +44,11 @@ def serve(data_dir: str) -> None:
         sys.stdin.read()
 
 
-def produce(bootstrap: str, topic: str, n: int, acks: str) -> tuple[float, list[float]]:
-    """(records/s, latencies in ms) for n records."""
+def produce(bootstrap: str, topic: str, n: int, acks: str,
+            rate: float = 0.0) -> tuple[float, list[float]]:
+    """(records/s, latencies in ms) for n records, paced at ``rate`` records/s when > 0.
+    A record's latency runs from its CreateTime (stamped by produce()) to its delivery
+    report: ms resolution, no per-record closure, so the client's own cost stays small."""
     from confluent_kafka import Producer
 
     p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5,
@@ -42,21 +57,28 @@ def produce(bootstrap: str, topic: str, n: int, acks: str) -> tuple[float, list[
     latencies: list[float] = []
     errors: list[object] = []
 
-    def delivered(err: object, _msg: object, sent: float) -> None:
+    def delivered(err: object, msg: Message) -> None:
         if err is not None:
             errors.append(err)
-        latencies.append((time.perf_counter() - sent) * 1000)
+        latencies.append(time.time() * 1000 - msg.timestamp()[1])
 
+    # connections, metadata and (idempotent) the producer id before the clock starts
+    p.produce(topic, VALUE)
+    p.flush(60)
     t0 = time.perf_counter()
-    for _ in range(n):
-        sent = time.perf_counter()
+    for i in range(n):
         while True:
             try:
-                p.produce(topic, VALUE, on_delivery=lambda e, m, s=sent: delivered(e, m, s))
+                p.produce(topic, VALUE, on_delivery=delivered)
                 break
             except BufferError:
                 p.poll(0.001)
-        p.poll(0)
+        if i % 1000 == 0:
+            p.poll(0)
+            if rate > 0:
+                ahead = t0 + i / rate - time.perf_counter()
+                if ahead > 0:
+                    p.poll(ahead)  # delivery reports are served while waiting
     if p.flush(300):
         raise RuntimeError("records left unanswered")
     elapsed = time.perf_counter() - t0
@@ -76,42 +98,59 @@ def pct(xs: list[float], q: float) -> float:
     return statistics.quantiles(xs, n=100)[int(q) - 1]
 
 
+MODES = (("rf1 acks=1", 1, "1", {}),
+         ("rf1 acks=all", 1, "all", {}),
+         ("rf3 acks=all", 3, "all", {"min.insync.replicas": "2"}))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--n", type=int, default=200_000)
+    ap.add_argument("--n", type=int, default=300_000)
     ap.add_argument("--partitions", type=int, default=3)
-    ap.add_argument("--reps", type=int, default=1)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--rate", type=float, default=50_000)
+    ap.add_argument("--paced-n", type=int, default=100_000)
     ap.add_argument("--serve", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.serve:
         serve(args.serve)
         return
+    # mode -> [(records/s, p50, p99, paced p50, paced p99)]
+    results: dict[str, list[tuple[float, ...]]] = {m[0]: [] for m in MODES}
     with tempfile.TemporaryDirectory() as d:
         child = subprocess.Popen([sys.executable, __file__, "--serve", d],
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         try:
             assert child.stdout is not None
             bootstrap = child.stdout.readline().strip()
-            results: dict[str, list[tuple[float, float, float]]] = {"rf1": [], "rf3": []}
             for rep in range(args.reps):
-                for mode, rf, acks, configs in (("rf1", 1, "1", {}),
-                                                ("rf3", 3, "all", {"min.insync.replicas": "2"})):
-                    topic = f"bench-{mode}-{rep}"
+                for i, (mode, rf, acks, configs) in enumerate(MODES):
+                    topic = f"bench-{i}-{rep}"
                     create(bootstrap, topic, args.partitions, rf, configs)
                     rate, lat = produce(bootstrap, topic, args.n, acks)
-                    results[mode].append((rate, pct(lat, 50), pct(lat, 99)))
-                    print(f"{mode} rep {rep}: {rate:,.0f} records/s, p50 {pct(lat, 50):.1f} ms, "
-                          f"p99 {pct(lat, 99):.1f} ms", flush=True)
+                    _, paced = produce(bootstrap, topic, args.paced_n, acks, args.rate)
+                    row = (rate, pct(lat, 50), pct(lat, 99), pct(paced, 50), pct(paced, 99))
+                    results[mode].append(row)
+                    print(f"{mode} rep {rep}: {rate:,.0f} records/s, p50 {row[1]:.1f} ms, "
+                          f"p99 {row[2]:.1f} ms; at {args.rate:,.0f}/s p50 {row[3]:.1f} ms, "
+                          f"p99 {row[4]:.1f} ms", flush=True)
         finally:
             assert child.stdin is not None
             child.stdin.close()
             child.wait(60)
-    med = {m: tuple(statistics.median(r[i] for r in rs) for i in range(3))
-           for m, rs in results.items()}
-    for m, (rate, p50, p99) in med.items():
-        print(f"{m}: {rate:,.0f} records/s  p50 {p50:.1f} ms  p99 {p99:.1f} ms")
-    print(f"RF3 acks=all / RF1 acks=1: throughput {med['rf3'][0] / med['rf1'][0]:.2f}x "
-          f"(target >= 0.5x), p99 {med['rf3'][2] / med['rf1'][2]:.2f}x (target <= 3x)")
+    med = {m: tuple(statistics.median(r[i] for r in rows) for i in range(5))
+           for m, rows in results.items()}
+    print(f"medians of {args.reps} reps, {args.n:,} records full speed, {args.paced_n:,} at "
+          f"{args.rate:,.0f}/s, {args.partitions} partitions:")
+    for m, (rate, p50, p99, pp50, pp99) in med.items():
+        print(f"  {m:13} {rate:>9,.0f} records/s  p50 {p50:7.1f} ms  p99 {p99:7.1f} ms   "
+              f"paced: p50 {pp50:5.1f} ms  p99 {pp99:5.1f} ms")
+    rf1, ref, rf3 = (med[m[0]] for m in MODES)
+    print(f"RF3 acks=all / RF1 acks=1: throughput {rf3[0] / rf1[0]:.2f}x (target >= 0.5x), "
+          f"p99 {rf3[2] / rf1[2]:.2f}x full speed, {rf3[4] / rf1[4]:.2f}x paced "
+          f"(target <= 3x)")
+    print(f"RF3 acks=all / RF1 acks=all: throughput {rf3[0] / ref[0]:.2f}x, "
+          f"p99 paced {rf3[4] / ref[4]:.2f}x")
 
 
 if __name__ == "__main__":

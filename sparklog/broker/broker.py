@@ -25,6 +25,7 @@ import logging
 import os
 from collections.abc import Mapping, Sequence
 
+from sparklog.broker.acks import AcksAllWait
 from sparklog.broker.config import BrokerConfig, check_dynamic_broker_configs
 from sparklog.broker.controller_channel import ControllerChannel
 from sparklog.broker.dispatch import Dispatcher
@@ -391,6 +392,16 @@ class Broker:
         rm = self.replica_manager
         gc.serve_partitions(n for n in info.partitions
                             if (p := rm.get(CONSUMER_OFFSETS, n)) is not None and p.is_leader)
+
+    def group_write_wait(self, group_id: str) -> AcksAllWait | None:
+        """What a coordinator write for ``group_id`` just appended, to wait until the ISR
+        has it (Kafka's coordinator writes with acks=all); None when nothing is led here."""
+        gc = self.group_coordinator
+        p = None if gc is None else self.replica_manager.get(
+            CONSUMER_OFFSETS, gc.store.partition_for(group_id))
+        if p is None or not p.is_leader:
+            return None
+        return AcksAllWait(p, p.log.log_end_offset - 1, p.leader_epoch)
 
     def group_coordinator_node(self, group_id: str) -> int | None:
         """The broker coordinating ``group_id``: the leader of its offsets partition (the

@@ -2,7 +2,8 @@
 replica fetchers over sockets, one shared controller) with confluent-kafka: RF3 acks=all,
 followers' logs byte-identical to the leader's, ISR shrink and rejoin, min.insync.replicas,
 a leadership move over a divergent, unreplicated tail (KIP-101) losing nothing acked, and
-the group coordinator moving with its ``__consumer_offsets`` partition."""
+the group coordinator moving with its ``__consumer_offsets`` partition, whose commits are
+acknowledged only once replicated."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from sparklog.cluster import InProcessCluster
 from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.errors import ErrorCode
 from sparklog.protocol.internal_topics import CONSUMER_OFFSETS
+from sparklog.protocol.messages import API_BY_KEY
 from tests.helpers.batches import make_batch
 from tests.helpers.kafka_clients import (
     ck_consume,
@@ -205,3 +207,34 @@ def test_a_restarted_follower_catches_up_and_rejoins_the_isr(cluster: InProcessC
     assert producer.errors == []
     dmg, got = damage(bs, "rs", 1, producer, 200)
     assert dmg.none and len(got) == 200, dmg
+
+
+def test_an_offset_commit_is_acknowledged_only_once_the_isr_has_it(tmp_path: Path) -> None:
+    """The coordinator writes commits with acks=all: with the offsets partition's followers
+    not fetching (and still in the ISR), a commit is refused when offsets.commit.timeout.ms
+    runs out, and succeeds once they fetch again."""
+    with InProcessCluster(tmp_path, brokers=3, config={
+            "replica.lag.time.max.ms": "30000", "replica.fetch.backoff.ms": "100",
+            "offsets.topic.num.partitions": "1", "offsets.commit.timeout.ms": "500"}) as c:
+        create_topic(c.bootstrap_servers, "oc", 1, 1)
+        commit_offsets(c.bootstrap_servers, "g", "oc", {0: 1})  # creates the offsets topic
+        leader = c.controller.image.topics[CONSUMER_OFFSETS].partitions[0].leader
+        followers = [n for n in (1, 2, 3) if n != leader]
+        _stop_fetchers(c, *followers)
+        cls = API_BY_KEY[ApiKey.OFFSET_COMMIT].request
+        commit = cls(group_id="g", generation_id_or_member_epoch=-1, member_id="",
+                     group_instance_id=None, topics=[cls.OffsetCommitRequestTopic(
+                         name="oc", partitions=[cls.OffsetCommitRequestPartition(
+                             partition_index=0, committed_offset=5)])])
+        wire = KafkaWire(f"127.0.0.1:{c.brokers[leader].port}")
+        try:
+            wire.request(ApiKey.OFFSET_COMMIT, 8, commit)
+            resp = wire.response(ApiKey.OFFSET_COMMIT, 8)
+            assert resp.topics[0].partitions[0].error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+            _start_fetchers(c, *followers)
+            wire.request(ApiKey.OFFSET_COMMIT, 8, commit)
+            resp = wire.response(ApiKey.OFFSET_COMMIT, 8)
+            assert resp.topics[0].partitions[0].error_code == ErrorCode.NONE
+        finally:
+            wire.close()
+        assert committed_offsets(c.bootstrap_servers, "g", "oc", [0]) == {0: 5}

@@ -12,6 +12,7 @@ ranges are the ones confluent-kafka, kafka-python, aiokafka and kcat were measur
 
 from __future__ import annotations
 
+from sparklog.broker.acks import wait_replicated
 from sparklog.broker.dispatch import RequestContext, api_spec, register
 from sparklog.broker.group.coordinator import GroupCoordinator
 from sparklog.broker.group.records import NO_LEADER_EPOCH, OffsetAndMetadata
@@ -183,10 +184,27 @@ async def handle_offset_commit(ctx: RequestContext, request: TopLevel) -> TopLev
         results.update(gc.commit_offsets(
             request.group_id, request.generation_id_or_member_epoch, request.member_id or "",
             request.group_instance_id, offsets, retention))
+        wait = ctx.broker.group_write_wait(request.group_id)
+        if wait is not None and ErrorCode.NONE in results.values():
+            # acknowledged once every in-sync replica of the offsets partition has it
+            timeout_ms = int(ctx.broker.config.get("offsets.commit.timeout.ms"))
+            failed = await wait_replicated(ctx.connection, [wait], timeout_ms)
+            if failed:
+                code = _COMMIT_WRITE_ERRORS.get(next(iter(failed.values())),
+                                                ErrorCode.COORDINATOR_NOT_AVAILABLE)
+                for tp, c in results.items():
+                    if c == ErrorCode.NONE:
+                        results[tp] = code
     topics: dict[str, list[Message]] = {}
     for tp in order:
         topics.setdefault(tp[0], []).append(RP(partition_index=tp[1], error_code=int(results[tp])))
     return cls(throttle_time_ms=0, topics=[RT(name=n, partitions=ps) for n, ps in topics.items()])
+
+
+# Kafka's answer to a commit whose write failed to replicate (GroupMetadataManager): the
+# coordinator moved (NOT_COORDINATOR) or cannot make it durable now (COORDINATOR_NOT_AVAILABLE)
+_COMMIT_WRITE_ERRORS = {ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+                        ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR}
 
 
 # v5 leader epoch, v6 flexible, v7 require_stable (no pending transactional offsets yet).

@@ -16,12 +16,11 @@ truncate the batch away: it is never acknowledged). A closed connection cancels 
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
+from sparklog.broker.acks import AcksAllWait, wait_replicated
 from sparklog.broker.dispatch import RequestContext, register
-from sparklog.broker.partition import Partition
-from sparklog.broker.server import CloseConnection, Connection
+from sparklog.broker.server import CloseConnection
 from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.batch_header import LOG_OVERHEAD, batch_size
 from sparklog.protocol.errors import ErrorCode, KafkaError
@@ -30,48 +29,6 @@ from sparklog.protocol.messages.produce import ProduceRequest, ProduceResponse
 log = logging.getLogger(__name__)
 
 MIN_SERVED_VERSION = 3
-
-
-class _AcksAllWait:
-    """One partition an acks=all request wrote: where its batch ended, under which epoch."""
-
-    __slots__ = ("partition", "last_offset", "leader_epoch")
-
-    def __init__(self, p: Partition, last_offset: int, leader_epoch: int) -> None:
-        self.partition, self.last_offset, self.leader_epoch = p, last_offset, leader_epoch
-
-    def state(self) -> ErrorCode | None:
-        p = self.partition
-        return p.acks_all_state(self.last_offset, self.leader_epoch,
-                                p.log.config.min_insync_replicas)
-
-
-async def _wait_replicated(conn: Connection | None, waits: list[_AcksAllWait],
-                           timeout_ms: int) -> dict[tuple[str, int], ErrorCode]:
-    """Park until every partition's ISR has its batch; the errors of those that failed or
-    are still short (REQUEST_TIMED_OUT)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_ms / 1000
-    errors: dict[tuple[str, int], ErrorCode] = {}
-    pending = waits
-    while True:
-        still = []
-        for w in pending:
-            code = w.state()
-            if code is None:
-                still.append(w)
-            elif code != ErrorCode.NONE:
-                errors[(w.partition.topic, w.partition.partition)] = code
-        pending = still
-        if not pending or conn is None:
-            break
-        if not await conn.park([w.partition.waiters for w in pending], deadline - loop.time()):
-            break
-    for w in pending:
-        code = w.state()
-        if code != ErrorCode.NONE:
-            errors[(w.partition.topic, w.partition.partition)] = code or ErrorCode.REQUEST_TIMED_OUT
-    return errors
 
 
 @register(ApiKey.PRODUCE, 0, 10)
@@ -92,7 +49,7 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
         whole_error = int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
 
     responses = []
-    waits: list[_AcksAllWait] = []
+    waits: list[AcksAllWait] = []
     failed = False
     for t in request.topic_data:
         parts = []
@@ -128,7 +85,7 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
             if acks == -1:
                 p = rm.get(t.name, pd.index)
                 if p is not None:
-                    waits.append(_AcksAllWait(p, res.last_offset, res.leader_epoch))
+                    waits.append(AcksAllWait(p, res.last_offset, res.leader_epoch))
             parts.append(PartResp(index=pd.index, error_code=0, base_offset=res.base_offset,
                                   log_append_time_ms=res.log_append_time,
                                   log_start_offset=res.log_start_offset))
@@ -139,7 +96,7 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
             raise CloseConnection()
         return None
     if waits:
-        errors = await _wait_replicated(ctx.connection, waits, max(0, request.timeout_ms))
+        errors = await wait_replicated(ctx.connection, waits, max(0, request.timeout_ms))
         for tr in responses:
             for pr in tr.partition_responses:
                 code = errors.get((tr.name, pr.index))

@@ -183,8 +183,13 @@ class _Fetcher:
                         "replica fetcher %d <- %d: %s; retrying every %d ms",
                         self.manager.node_id, self.leader_id, exc, cfg.backoff_ms)
                 self._failing = True
-                await self._close()
-                await asyncio.sleep(cfg.backoff_ms / 1000)
+            except Exception:  # noqa: BLE001 - a dead fetcher would stop replication silently
+                log.exception("replica fetcher %d <- %d failed; retrying in %d ms",
+                              self.manager.node_id, self.leader_id, cfg.backoff_ms)
+            else:
+                continue
+            await self._close()
+            await asyncio.sleep(cfg.backoff_ms / 1000)
 
     def _delay(self, s: _FetchState, code: int, what: str) -> None:
         p = s.partition

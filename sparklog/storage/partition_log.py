@@ -286,7 +286,9 @@ class PartitionLog:
         """Append batches replicated from the leader with their offsets as given.
 
         Batches must start at or after the LEO (a gap is allowed: the leader compacted or
-        moved its start); epochs and producer state follow the batches."""
+        moved its start); epochs and producer state follow the batches. One exception, as
+        in Kafka: an empty log whose start lies inside the first batch (the leader's
+        DeleteRecords moved its start into a batch) starts over at that batch's base."""
         mv = byte_view(records)
         batches = validate_batches(mv)
         if not batches:
@@ -294,6 +296,13 @@ class PartitionLog:
         now = self._time_ms()
         with self._lock:
             self._check_open()
+            head = batches[0][1]
+            if self._leo == self._log_start_offset and \
+                    head.base_offset < self._leo <= head.base_offset + head.last_offset_delta:
+                log.info("%s-%d: the first replicated batch starts at %d, before the log start "
+                         "%d: the log starts over there", self.topic, self.partition,
+                         head.base_offset, self._leo)
+                self._truncate_fully_locked(head.base_offset)
             a = replicated_batches(mv, batches, self._leo, f"{self.topic}-{self.partition}")
             first = a.first_offset
             if self._segments[-1].size == 0 and first > self._leo:

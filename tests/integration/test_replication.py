@@ -238,3 +238,32 @@ def test_an_offset_commit_is_acknowledged_only_once_the_isr_has_it(tmp_path: Pat
         finally:
             wire.close()
         assert committed_offsets(c.bootstrap_servers, "g", "oc", [0]) == {0: 5}
+
+
+def test_a_follower_behind_the_leaders_log_start_starts_over_there(
+        cluster: InProcessCluster) -> None:
+    """OFFSET_OUT_OF_RANGE below the leader's log start (DeleteRecords moved it past the
+    follower's LEO while the follower was away): the follower empties its log, starts at the
+    leader's start offset, catches up and rejoins the ISR."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    c = cluster
+    bs = c.bootstrap_servers
+    create_topic(bs, "lso", 1, 3)
+    leader = c.controller.image.topics["lso"].partitions[0].leader
+    away = next(n for n in (1, 2, 3) if n != leader)
+    ck_produce(bs, "lso", make_messages(20, 1, tag="old"))
+    wait_for(lambda: _in_step(c, "lso", 0), 10, "lso-0 in step")
+    _stop_fetchers(c, away)
+    wait_for(lambda: away not in _isr(c, "lso"), 10, "the stopped follower leaves the ISR")
+    ck_produce(bs, "lso", make_messages(30, 1, tag="new"))
+    admin = AdminClient({"bootstrap.servers": bs})  # kept: its futures die with it
+    out = admin.delete_records([TopicPartition("lso", 0, 45)])
+    assert list(out.values())[0].result(20).low_watermark == 45
+    _start_fetchers(c, away)
+    wait_for(lambda: sorted(_isr(c, "lso")) == [1, 2, 3], 15, "the follower rejoins")
+    wait_for(lambda: _in_step(c, "lso", 0), 10, "lso-0 in step")
+    follower_log = c.brokers[away].replica_manager.get("lso", 0).log
+    assert (follower_log.log_start_offset, follower_log.log_end_offset) == (45, 50)
+    assert _log_bytes(c.brokers[away], "lso", 0) == _log_bytes(c.brokers[leader], "lso", 0)

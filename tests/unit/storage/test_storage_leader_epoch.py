@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from sparklog.protocol.batch_header import iter_batch_views
 from sparklog.storage import PartitionLog
+from sparklog.storage.errors import UnexpectedAppendOffsetError
 from sparklog.storage.leader_epoch import LeaderEpochCache
 from tests.helpers.batches import make_batch, read_all, read_records
 
@@ -155,5 +158,25 @@ def test_a_follower_keeps_producer_state_and_dedupes_once_it_leads(tmp_path):
     assert follower.log_end_offset == 5
     follower.truncate_to(2)  # the retried batch was never committed after all
     assert follower.append_as_leader(retry, 1).first_offset == 2
+    leader.close()
+    follower.close()
+
+
+def test_an_empty_follower_whose_start_lies_inside_the_first_batch_starts_at_its_base(tmp_path):
+    """The leader's DeleteRecords moved its start (45) into a batch (20..49): a follower
+    starting over at 45 receives that whole batch and takes it from its base, as Kafka's
+    followers do; a batch below a non-empty log's end is still refused."""
+    leader = PartitionLog(str(tmp_path / "l" / "t-0"))
+    follower = PartitionLog(str(tmp_path / "f" / "t-0"))
+    leader.append_as_leader(make_batch(20), 0)
+    leader.append_as_leader(make_batch(30), 0)
+    leader.update_high_watermark(50)
+    leader.delete_records(45)
+    follower.truncate_fully_and_start_at(45)
+    data = leader.read(45, 1 << 20).read_bytes()
+    info = follower.append_as_follower(data)
+    assert (info.first_offset, follower.log_start_offset, follower.log_end_offset) == (20, 20, 50)
+    with pytest.raises(UnexpectedAppendOffsetError):
+        follower.append_as_follower(data)
     leader.close()
     follower.close()

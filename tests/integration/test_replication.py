@@ -20,6 +20,13 @@ from sparklog.protocol.errors import ErrorCode
 from sparklog.protocol.internal_topics import CONSUMER_OFFSETS
 from sparklog.protocol.messages import API_BY_KEY
 from tests.helpers.batches import make_batch
+from tests.helpers.groups import (
+    GROUP_BROKER_CONFIG,
+    ConfluentMember,
+    check_exactly_once,
+    end_offsets,
+    produce,
+)
 from tests.helpers.kafka_clients import (
     ck_consume,
     ck_produce,
@@ -267,3 +274,34 @@ def test_a_follower_behind_the_leaders_log_start_starts_over_there(
     follower_log = c.brokers[away].replica_manager.get("lso", 0).log
     assert (follower_log.log_start_offset, follower_log.log_end_offset) == (45, 50)
     assert _log_bytes(c.brokers[away], "lso", 0) == _log_bytes(c.brokers[leader], "lso", 0)
+
+
+def test_a_consumer_group_keeps_exactly_once_through_a_coordinator_move(tmp_path: Path) -> None:
+    """A confluent-kafka group member committing as it goes, while the leadership of its
+    group's offsets partition moves to another broker: it rediscovers the coordinator, which
+    replayed the group from its replica, and every record is consumed exactly once."""
+    with InProcessCluster(tmp_path, brokers=3, config={
+            **GROUP_BROKER_CONFIG, "replica.fetch.backoff.ms": "100"}) as c:
+        bs = c.bootstrap_servers
+        create_topic(bs, "eo", 3, 3)
+        produced = produce(bs, "eo", 600)
+        member = ConfluentMember("m1", bs, "eo-group", "eo")
+        member.throttle.set()
+        member.start()
+        try:
+            wait_for(lambda: len(member.records) >= 100, 30, "the member consuming")
+            offsets = c.controller.image.topics[CONSUMER_OFFSETS]
+            part = partition_for_group("eo-group", len(offsets.partitions))
+            old = offsets.partitions[part].leader
+            wait_for(lambda: _in_step(c, CONSUMER_OFFSETS, part), 10, "offsets in step")
+            new = next(n for n in (1, 2, 3) if n != old)
+            c.call(c.controller.change_leader, CONSUMER_OFFSETS, part, new,
+                   offsets.partitions[part].isr)
+            assert c.brokers[new].group_coordinator.serves("eo-group")
+            member.throttle.clear()
+            produced.update(produce(bs, "eo", 600, start=600))
+            wait_for(lambda: len(member.records) >= 1200, 45, "every record consumed")
+        finally:
+            member.stop()
+        check_exactly_once(produced, [member])
+        assert committed_offsets(bs, "eo-group", "eo", range(3)) == end_offsets(produced)

@@ -309,13 +309,19 @@ class _Fetcher:
                 self._delay(s, part.error_code, "ListOffsets")
                 return
             ends[ts] = part.offset
+        if not s.current:
+            return  # the partition moved on while we asked
         leader_start, leader_end = ends[EARLIEST], ends[LATEST]
         if plog.log_end_offset > leader_end:
+            log.warning("%s-%d: follower %d is past the leader's end %d: truncating to it",
+                        p.topic, p.partition, self.manager.node_id, leader_end)
             plog.truncate_to(leader_end)
         elif plog.log_end_offset < leader_start:
             log.info("%s-%d: follower %d is below the leader's log start %d: starting over",
                      p.topic, p.partition, self.manager.node_id, leader_start)
             plog.truncate_fully_and_start_at(leader_start)
+        else:  # in range again (the leader's log moved meanwhile): retry after a pause
+            self._delay(s, ErrorCode.OFFSET_OUT_OF_RANGE, "fetch")
 
 
 class ReplicaFetcherManager:

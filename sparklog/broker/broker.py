@@ -81,7 +81,6 @@ class Broker:
         self.producer_ids = ProducerIdManager(channel)
         self.dispatcher = Dispatcher(self)
         self.server: KafkaServer | None = None
-        self.broker_epoch = -1  # from the controller at registration
         self.started = False
         self._dir_locks: LogDirLocks | None = None  # held from start() to shutdown()
 
@@ -114,7 +113,9 @@ class Broker:
         # bind before registering so port 0 resolves to the real port clients must use
         await self.server.start()
         adv_host, adv_port = self.config.advertised_listener(self.server.port)
-        self.broker_epoch = self.channel.register_broker(self.node_id, adv_host, adv_port)
+        # the registration's broker epoch: the replica manager's AlterPartition requests carry it
+        self.replica_manager.broker_epoch = self.channel.register_broker(self.node_id, adv_host,
+                                                                         adv_port)
         for topic in self.metadata.topics().values():
             self._apply_topic(topic)
         self._start_group_coordinator()

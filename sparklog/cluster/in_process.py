@@ -21,6 +21,7 @@ from sparklog.broker.controller_channel import MetadataListener
 from sparklog.broker.metadata_cache import MetadataRecord, PartitionInfo, TopicInfo
 from sparklog.cluster.background import BackgroundCluster
 from sparklog.controller import Controller
+from sparklog.protocol.errors import KafkaError
 
 log = logging.getLogger(__name__)
 
@@ -52,11 +53,13 @@ class ControllerView:
         self._listener = fn
         self._controller.add_listener(fn)
 
-    def register_broker(self, node_id: int, host: str, port: int, rack: str | None = None) -> None:
-        self._controller.register_broker(node_id, host, port, rack)
+    def register_broker(self, node_id: int, host: str, port: int, rack: str | None = None) -> int:
+        return self._controller.register_broker(node_id, host, port, rack)
 
     def unregister_broker(self, node_id: int) -> None:
-        self._controller.unregister_broker(node_id)
+        """A controlled shutdown, as a broker process's: its leaderships move to other ISR
+        members and it leaves the ISRs before it stops serving."""
+        self._controller.fence_broker(node_id, "controlled shutdown")
 
     def create_topic(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
                      configs: Mapping[str, str] | None = None, *,
@@ -80,6 +83,16 @@ class ControllerView:
 
     def set_broker_configs(self, entity: str, configs: Mapping[str, str]) -> None:
         self._controller.set_broker_configs(entity, configs)
+
+    def elect_leaders(self, election_type: int,
+                      partitions: Mapping[str, Sequence[int]] | None = None
+                      ) -> dict[tuple[str, int], KafkaError | None]:
+        return self._controller.elect_leaders(election_type, partitions)
+
+    def alter_partition_reassignments(
+            self, targets: Mapping[tuple[str, int], Sequence[int] | None]
+    ) -> dict[tuple[str, int], KafkaError | None]:
+        return self._controller.alter_partition_reassignments(targets)
 
     def allocate_producer_ids(self, count: int = 1000) -> tuple[int, int]:
         return self._controller.allocate_producer_ids(count)

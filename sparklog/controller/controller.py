@@ -222,11 +222,7 @@ class Controller:
         """A broker's heartbeat at ``now`` (monotonic seconds): it stays (or becomes again)
         live. With ``want_shut_down`` its leaderships move to other ISR members and it is
         fenced (controlled shutdown). Returns whether the broker is fenced now."""
-        info = self.image.brokers.get(node_id)
-        if info is None or info.epoch != broker_epoch:
-            raise StaleBrokerEpochError(
-                f"broker {node_id} epoch {broker_epoch} is not its current registration's "
-                f"({info.epoch if info is not None else 'none'})")
+        self._check_broker_epoch(node_id, broker_epoch)
         if want_shut_down:
             self.fence_broker(node_id, "controlled shutdown")
             return True
@@ -234,6 +230,13 @@ class Controller:
         if node_id not in self.live_brokers:
             self._unfence(node_id)
         return False
+
+    def _check_broker_epoch(self, node_id: int, broker_epoch: int) -> None:
+        info = self.image.brokers.get(node_id)
+        if info is None or info.epoch != broker_epoch:
+            raise StaleBrokerEpochError(
+                f"broker {node_id} epoch {broker_epoch} is not its current registration's "
+                f"({info.epoch if info is not None else 'none'})")
 
     def check_sessions(self, now: float) -> list[int]:
         """Fence every broker whose session ended before ``now``; returns their ids."""
@@ -561,9 +564,9 @@ class Controller:
                         leader_epoch: int, partition_epoch: int,
                         isr: list[int]) -> PartitionInfo:
         """An ISR change from the partition's leader (AlterPartition, KIP-497/841): checked
-        against the current record, committed with partition epoch + 1 and the same leader
-        epoch. ``broker_epoch`` is not checked here: registration epochs belong to the
-        broker lifecycle (heartbeats, fencing)."""
+        against the leader's registration (STALE_BROKER_EPOCH) and the current record,
+        committed with partition epoch + 1 and the same leader epoch."""
+        self._check_broker_epoch(node_id, broker_epoch)
         info = self.image.topics.get(topic)
         if info is None or partition not in info.partitions:
             raise UnknownTopicOrPartitionError(f"{topic}-{partition} does not exist")

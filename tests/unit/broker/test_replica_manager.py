@@ -198,10 +198,10 @@ def test_the_isr_shrinks_and_expands_through_the_controller(logs: ManagedLogs,
                                                              tmp_path: Path) -> None:
     ctrl = Controller(str(tmp_path / "metadata"), NODE)
     ctrl.open()
-    for node in (NODE, 2, 3):
-        ctrl.register_broker(node, "127.0.0.1", 9000 + node)
+    epochs = {node: ctrl.register_broker(node, "127.0.0.1", 9000 + node) for node in (NODE, 2, 3)}
     now = [0]
     rm = ReplicaManager(NODE, logs, ctrl, replica_lag_time_max_ms=1000, time_ms=lambda: now[0])
+    rm.broker_epoch = epochs[NODE]
     info = ctrl.create_topic("t", 1, 3)
 
     def feed(records: list[MetadataRecord]) -> None:  # what the broker's listener does

@@ -13,6 +13,7 @@ from sparklog.protocol.errors import (
     InvalidRequestError,
     InvalidTopicError,
     InvalidUpdateVersionError,
+    StaleBrokerEpochError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
@@ -123,6 +124,7 @@ def test_alter_partition_validates_and_commits_the_next_partition_epoch(tmp_path
     c.create_topic("t", 1, 3)
     published = []
     c.add_listener(published.extend)
+    epochs = {n: b.epoch for n, b in c.image.brokers.items()}
     p = c.image.topics["t"].partitions[0]
     assert (p.leader, p.replicas, p.leader_epoch, p.partition_epoch) == (1, [1, 2, 3], 0, 0)
     refused = [
@@ -134,16 +136,18 @@ def test_alter_partition_validates_and_commits_the_next_partition_epoch(tmp_path
     ]
     for node, leader_epoch, partition_epoch, isr, error in refused:
         with pytest.raises(error):
-            c.alter_partition(node, -1, "t", 0, leader_epoch, partition_epoch, isr)
+            c.alter_partition(node, epochs[node], "t", 0, leader_epoch, partition_epoch, isr)
+    with pytest.raises(StaleBrokerEpochError):  # an earlier registration of the leader
+        c.alter_partition(1, epochs[1] - 1, "t", 0, 0, 0, [1, 2])
     with pytest.raises(UnknownTopicOrPartitionError):
-        c.alter_partition(1, -1, "t", 1, 0, 0, [1])
+        c.alter_partition(1, epochs[1], "t", 1, 0, 0, [1])
     assert published == []
-    p = c.alter_partition(1, -1, "t", 0, 0, 0, [1, 3])
+    p = c.alter_partition(1, epochs[1], "t", 0, 0, 0, [1, 3])
     assert (p.isr, p.leader, p.leader_epoch, p.partition_epoch) == ([1, 3], 1, 0, 1)
     assert published == [p.to_record()]
     c.unregister_broker(2)
     with pytest.raises(IneligibleReplicaError):  # not live
-        c.alter_partition(1, -1, "t", 0, 0, 1, [1, 2, 3])
+        c.alter_partition(1, epochs[1], "t", 0, 0, 1, [1, 2, 3])
     c.close()
     c = _open(tmp_path)  # durable
     assert c.image.topics["t"].partitions[0].isr == [1, 3]

@@ -122,14 +122,17 @@ def test_sigterm_is_a_controlled_shutdown(local_cluster: ClusterProcesses):
     log = local_cluster.controller.log_path.read_text()
     assert "broker 3 fenced (controlled shutdown)" in log
 
-    # back with the same node.id: live, but out of the ISR until it has caught up, so a
-    # preferred election (forwarded to the controller) cannot give it its partition back
+    # back with the same node.id: live, and in the ISR again once its fetchers caught up,
+    # so a preferred election (forwarded to the controller) gives it its partition back
     local_cluster.brokers[3].start()
     wait_for(lambda: 3 in _brokers(bs1), timeout=20, what="broker 3 back")
+    wait_for(lambda: all(3 in p.isrs for p in _metadata(bs1, "leave").topics["leave"]
+                         .partitions.values()), timeout=20, what="broker 3 back in every ISR")
     res = run("topics", "elect-leaders", "--topic", "leave", "--bootstrap-server", bs1)
-    assert res.returncode == 1
+    assert res.returncode == 0, res.stdout
     assert "Valid replica already elected for partitions leave-0, leave-1" in res.stdout
-    assert "Error completing leader election (PREFERRED) for partition: leave-2" in res.stdout
+    assert "Successfully completed leader election (PREFERRED) for partitions leave-2" in res.stdout
+    assert _leaders(bs1, "leave") == before
 
 
 def test_controller_restart_brokers_resync(local_cluster: ClusterProcesses):

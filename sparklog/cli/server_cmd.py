@@ -5,7 +5,9 @@
 Configuration precedence: Kafka defaults < ``--config FILE`` (server.properties syntax) <
 ``--data-dir``/``--host``/``--port`` < ``--set key=value``. SIGTERM and SIGINT trigger the
 graceful shutdown (stop accepting, finish in-flight requests, flush and checkpoint logs), so
-a supervisor can stop the broker without the next start having to recover anything.
+a supervisor can stop the broker without the next start having to recover anything. With
+``--stop-on-stdin-close`` the end of stdin does the same: the Spark plugin's nodes hold a
+pipe from the JVM that started them, so they stop when it exits, even when it is killed.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import socket
 import sys
@@ -48,6 +51,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="server.properties file (Kafka key names)")
     p.add_argument("--set", action="append", default=[], type=key_value, metavar="KEY=VALUE",
                    help="override one config key (repeatable)")
+    p.add_argument("--stop-on-stdin-close", action="store_true",
+                   help="shut down (as on SIGTERM) when stdin reaches its end: a supervisor "
+                        "that holds the other end of a pipe stops the node by exiting, "
+                        "however it exits")
     add_verbose(p)
     p.set_defaults(func=run)
     return p
@@ -93,7 +100,19 @@ def check_listener(host: str, port: int) -> None:
                 from None
 
 
-async def _serve(config: BrokerConfig) -> int:
+def _stop_on_eof(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
+    fd = sys.stdin.fileno()
+
+    def readable() -> None:
+        if not os.read(fd, 65536):
+            loop.remove_reader(fd)
+            log.info("stdin closed: the supervisor is gone")
+            stop.set()
+
+    loop.add_reader(fd, readable)
+
+
+async def _serve(config: BrokerConfig, stop_on_stdin_close: bool = False) -> int:
     from sparklog.cluster.nodes import build_node
 
     node = build_node(config)
@@ -101,6 +120,8 @@ async def _serve(config: BrokerConfig) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    if stop_on_stdin_close:
+        _stop_on_eof(loop, stop)
     await node.start()
     host, _ = config.listener()
     # a line supervisors and tests can wait for
@@ -124,7 +145,7 @@ def _run(args: argparse.Namespace) -> int:
         print_error(f"invalid configuration: {exc}")
         return USAGE_EXIT
     check_listener(host, port)
-    return asyncio.run(_serve(config))
+    return asyncio.run(_serve(config, args.stop_on_stdin_close))
 
 
 run = wrap(_run)

@@ -303,3 +303,26 @@ def test_dump_log_of_an_index_counts_its_entries(server, tmp_path):
     assert ok(run("dump-log", str(times))).splitlines() == [
         f"Dumping {times}", "timestamp: 1000 offset: 11", "timestamp: 2000 offset: 15",
         "Time index entries: 2"]
+
+
+def test_server_stops_cleanly_when_its_supervisor_closes_stdin(tmp_path):
+    """--stop-on-stdin-close: the Spark plugin's nodes stop with the JVM holding the pipe."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [SPARKLOG, "server", "--data-dir", str(tmp_path / "d"), "--port", str(port),
+         "--stop-on-stdin-close"],
+        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        assert proc.stderr is not None and proc.stdin is not None
+        while b"sparklog server listening" not in proc.stderr.readline():
+            assert proc.poll() is None, "the server exited during start"
+        proc.stdin.write(b"anything written is ignored\n")
+        proc.stdin.flush()
+        proc.stdin.close()
+        assert proc.wait(30) == 0
+        assert b"stdin closed" in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        proc.stderr.close()

@@ -39,7 +39,8 @@ public final class BrokerPlugin implements ExecutorPlugin {
             throw new IllegalStateException("sparklog: executor id " + ctx.executorID()
                 + " is not a number, no node.id can be derived from it", e);
         }
-        String host = ctx.hostname();
+        // the executor's own address (PluginContext.hostname() needs an RPC server executors lack)
+        String host = SparkEnv.get().blockManager().blockManagerId().host();
         int port = NodeProcess.freePort(host, conf.get(PORTS_CONF, ""));
         String localDir = Utils.getLocalDir(SparkEnv.get().conf());
         String python = NodeProcess.python(conf, List.of("spark.pyspark.python"),

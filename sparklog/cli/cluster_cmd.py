@@ -1,6 +1,8 @@
 """``sparklog cluster``: ``start`` runs a local multi-process cluster in the foreground (one
 controller process and N broker processes on consecutive ports) until Ctrl-C / SIGTERM;
-``describe`` lists a cluster's brokers (id, address, state) and its controller."""
+``spark`` runs one as a Spark application (the driver hosts the controller and the bootstrap
+address, each executor a broker) until Ctrl-C / SIGTERM; ``describe`` lists a cluster's
+brokers (id, address, state) and its controller."""
 
 from __future__ import annotations
 
@@ -35,6 +37,27 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                        metavar="KEY=VALUE", help="a config key for every node (repeatable)")
     add_verbose(start)
     start.set_defaults(func=wrap(_start))
+    spark = sub.add_parser(
+        "spark", help="run a cluster as a Spark application (a broker per executor)",
+        description="Run spark-submit with sparklog's Spark plugin: the driver runs the "
+                    "controller and a bootstrap address on --port that every Kafka client "
+                    "can use, each executor runs one broker. Prints bootstrap.servers=HOST:P "
+                    "once the brokers are registered; Ctrl-C / SIGTERM stops the application "
+                    "(controlled shutdown of every broker, then the controller).")
+    spark.add_argument("--master", required=True,
+                       help="Spark master, e.g. local-cluster[3,1,1024], spark://HOST:7077, yarn")
+    spark.add_argument("--data-dir", default=None,
+                       help="directory for every node's data (DIR/node-<id>; default: each "
+                            "executor's local dir, the controller's a temporary dir)")
+    spark.add_argument("--port", type=port_number, default=9092,
+                       help="the driver's bootstrap port (default 9092)")
+    spark.add_argument("--conf", action="append", default=[], type=key_value,
+                       metavar="KEY=VALUE", help="a Spark setting (repeatable)")
+    spark.add_argument("--set", action="append", default=[], type=key_value,
+                       metavar="KEY=VALUE",
+                       help="a server config key for the controller and every broker (repeatable)")
+    add_verbose(spark)
+    spark.set_defaults(func=wrap(_spark))
     describe = sub.add_parser("describe", help="list the brokers and the controller",
                               description="The brokers (id, address, state) and the controller.")
     add_common(describe)
@@ -72,6 +95,32 @@ def _start(args: argparse.Namespace) -> int:
         return 1
     except KeyboardInterrupt:
         print("stopping the cluster", file=sys.stderr, flush=True)
+        return 0
+    finally:
+        cluster.stop()
+
+
+def _spark(args: argparse.Namespace) -> int:
+    from sparklog.cluster.spark_hosted import SparkHostedCluster
+    from sparklog.cluster.spark_plugin import ShimBuildError
+
+    def stop(signum: int, _frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        cluster = SparkHostedCluster(args.master, port=args.port, data_dir=args.data_dir,
+                                     conf=dict(args.conf), server=dict(args.set))
+    except ShimBuildError as exc:
+        raise CliError(str(exc)) from None
+    try:
+        cluster.start()
+        while (line := cluster.readline()) is not None:
+            print(line, flush=True)
+        print("sparklog: the Spark application ended", file=sys.stderr, flush=True)
+        return 1
+    except KeyboardInterrupt:
+        print("stopping the Spark application", file=sys.stderr, flush=True)
         return 0
     finally:
         cluster.stop()

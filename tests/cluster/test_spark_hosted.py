@@ -1,0 +1,105 @@
+"""``sparklog cluster spark`` with Spark's ``local-cluster[3,1,1024]`` (real executor JVMs):
+the driver runs the controller and the bootstrap address, each executor a broker; Kafka
+clients produce and consume through the bootstrap address; a SIGKILLed executor's broker is
+fenced and Spark's replacement executor registers as a new broker; SIGTERM on the launcher
+leaves no process (checked by pid)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from tests.cluster.conftest import CLUSTER_CONFIG
+from tests.helpers.cli import ok, run
+from tests.helpers.kafka_clients import ck_consume, ck_produce, create_topic, make_messages
+from tests.helpers.net import free_port
+from tests.helpers.polling import wait_for
+from tests.helpers.procs import Proc, alive, children, session
+from tests.helpers.servers import REPO
+
+pytestmark = [pytest.mark.spark_cluster, pytest.mark.timeout(180)]
+
+_BROKER_LINE = re.compile(r"broker (\d+) \S+ (live|fenced)")
+
+
+@dataclass
+class Launched:
+    proc: subprocess.Popen[str]
+    bootstrap: str
+
+    @property
+    def app(self) -> list[Proc]:
+        """The Spark application's processes (spark-submit's session)."""
+        return [p for c in children(self.proc.pid) for p in session(c.pid)]
+
+    def brokers(self) -> dict[int, Proc]:
+        return {int(m[1]): p for p in self.app
+                if (m := re.search(r"process\.roles=broker .*node\.id=(\d+)", p.cmdline))}
+
+    def states(self) -> dict[int, str]:
+        out = ok(run("cluster", "describe", "--bootstrap-server", self.bootstrap))
+        return {int(m[1]): m[2] for m in _BROKER_LINE.finditer(out)}
+
+
+@pytest.fixture
+def spark_cluster(tmp_path) -> Iterator[Launched]:
+    port = free_port()
+    sets = [a for k, v in CLUSTER_CONFIG.items() for a in ("--set", f"{k}={v}")]
+    with open(tmp_path / "spark.log", "w") as log, subprocess.Popen(
+        [sys.executable, "-m", "sparklog.cli.main", "cluster", "spark",
+         "--master", "local-cluster[3,1,1024]", "--data-dir", str(tmp_path / "data"),
+         "--port", str(port), "--conf", "spark.ui.enabled=false", *sets],
+        stdout=subprocess.PIPE, stderr=log, cwd=str(REPO), text=True) as proc:
+        try:
+            assert proc.stdout is not None
+            line = proc.stdout.readline().strip()
+            assert re.fullmatch(rf"bootstrap\.servers=\S+:{port}", line), (
+                line, (tmp_path / "spark.log").read_text()[-3000:])
+            yield Launched(proc, line.split("=", 1)[1])
+        finally:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+            proc.wait(120)
+
+
+def test_three_executor_brokers_serve_kafka_clients_and_sigterm_leaves_nothing(spark_cluster):
+    c = spark_cluster
+    brokers = c.brokers()
+    assert sorted(brokers) == [1, 2, 3]
+    assert c.states() == {1: "live", 2: "live", 3: "live"}
+    for b in brokers.values():  # one broker per executor JVM, its child
+        assert "CoarseGrainedExecutorBackend" in next(
+            p.cmdline for p in c.app if p.pid == b.ppid)
+
+    create_topic(c.bootstrap, "spark-hosted", partitions=6)
+    msgs = make_messages(60, 6)
+    ck_produce(c.bootstrap, "spark-hosted", msgs)
+    assert sorted(m.value for m in ck_consume(c.bootstrap, "spark-hosted", 6, len(msgs))) == \
+        sorted(m.value for m in msgs)
+
+    pids = [p.pid for p in c.app]
+    assert len(pids) >= 8  # spark-submit, the driver app, the controller, 3 executors, 3 brokers
+    c.proc.send_signal(signal.SIGTERM)
+    assert c.proc.wait(120) == 0
+    assert [pid for pid in pids if alive(pid)] == []
+
+
+def test_a_killed_executor_is_a_fenced_broker_and_its_replacement_a_new_one(spark_cluster):
+    c = spark_cluster
+    brokers = c.brokers()
+    assert sorted(brokers) == [1, 2, 3]
+    victim = brokers[2]
+    os.kill(victim.ppid, signal.SIGKILL)  # the executor JVM
+    wait_for(lambda: not alive(victim.pid), timeout=30, what="the broker stops with its JVM")
+    wait_for(lambda: c.states().get(2) == "fenced", timeout=30, what="broker 2 fenced")
+    # Spark's replacement executor gets a new id, so a new node.id
+    wait_for(lambda: any(s == "live" for n, s in c.states().items() if n > 3),
+             timeout=90, what="the replacement executor's broker registered")
+    assert c.proc.poll() is None

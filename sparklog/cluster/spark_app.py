@@ -8,7 +8,10 @@ expected number of brokers to register, then serves the stable bootstrap address
 (``BootstrapProxy``) with the live brokers the controller lists, prints
 ``bootstrap.servers=HOST:P`` on stdout, and runs until SIGTERM / SIGINT or until the JVM
 that started it is gone; stopping the SparkContext stops every node (the plugin's
-shutdown: brokers' controlled shutdowns, the controller).
+shutdown: brokers' controlled shutdowns, the controller). SIGTERM to this process (its pid
+is the first line it prints, ``driver.pid=N``) is the orderly stop: a SIGTERM to the JVM
+instead runs Spark's shutdown hooks, where a local-cluster's workers kill their executors
+and start new ones until the JVM is gone.
 
 Expected brokers: ``spark.sparklog.brokers`` when set, else N of ``local-cluster[N,...]``,
 else ``spark.executor.instances``, else 1.
@@ -38,6 +41,7 @@ log = logging.getLogger("sparklog.cluster.spark_app")
 
 VOTERS_CONF = "spark.sparklog.controller.quorum.voters"  # set by the plugin's driver side
 BROKERS_CONF = "spark.sparklog.brokers"
+DRIVER_PID = "driver.pid"  # the first line on stdout: this process's pid
 _LOCAL_CLUSTER = re.compile(r"local-cluster\[\s*(\d+)\s*,")
 _POLL_S = 1.0
 
@@ -97,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # whom a launcher signals to stop the application the orderly way (spark.stop() here)
+    print(f"{DRIVER_PID}={os.getpid()}", flush=True)
     spark = SparkSession.builder.appName("sparklog").getOrCreate()
     try:
         conf = spark.sparkContext.getConf()

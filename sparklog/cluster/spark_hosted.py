@@ -6,15 +6,17 @@ driver runs the controller and the bootstrap address and each executor one broke
 ``spark.sparklog.server.KEY``, which the plugin hands to the controller and every broker;
 ``data_dir`` becomes ``spark.sparklog.dataDir`` (each node under ``DIR/node-<id>``).
 
-Invariant: ``stop`` leaves no process of the application running. It SIGTERMs the
-spark-submit JVM (its shutdown stops the SparkContext: the plugin stops every broker with
-a controlled shutdown, then the controller); what is left in the application's process
+Invariant: ``stop`` leaves no process of the application running. It SIGTERMs the driver
+application (which stops the SparkContext: the plugin stops every broker with a controlled
+shutdown, then the controller; spark-submit ends with it), then the spark-submit JVM if it
+still runs halfway through the grace period; what is left in the application's process
 group after the grace period (``spark-submit`` starts in a session of its own, and Spark's
 processes and the nodes stay in it) is killed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -25,13 +27,14 @@ from pathlib import Path
 
 import pyspark
 
+from sparklog.cluster import spark_app
 from sparklog.cluster.spark_plugin import PLUGIN_CLASS, jar_path
 
 __all__ = ["SparkHostedCluster", "spark_submit_args"]
 
 SERVER_PREFIX = "spark.sparklog.server."  # NodeProcess.SERVER_PREFIX in jvm-shim
 DATA_DIR_CONF = "spark.sparklog.dataDir"  # NodeProcess.DATA_DIR in jvm-shim
-DRIVER_APP = Path(__file__).resolve().with_name("spark_app.py")
+DRIVER_APP = Path(spark_app.__file__).resolve()
 
 
 def spark_submit_args(master: str, *, port: int, data_dir: str | os.PathLike[str] | None = None,
@@ -64,6 +67,7 @@ class SparkHostedCluster:
                                                          conf=conf, server=server)]
         self.stderr = stderr
         self.proc: subprocess.Popen[str] | None = None
+        self.driver_pid: int | None = None
 
     def start(self) -> SparkHostedCluster:
         env = dict(os.environ)
@@ -75,10 +79,15 @@ class SparkHostedCluster:
         return self
 
     def readline(self) -> str | None:
-        """The next line the driver application prints (None once it has ended)."""
+        """The next line the driver application prints for the user (None once it has
+        ended); its pid line is kept, not returned."""
         assert self.proc is not None and self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        return line.rstrip("\n") if line else None
+        while line := self.proc.stdout.readline():
+            key, _, value = line.rstrip("\n").partition("=")
+            if key != spark_app.DRIVER_PID:
+                return line.rstrip("\n")
+            self.driver_pid = int(value)
+        return None
 
     def stop(self, grace: float = 90.0) -> int | None:
         """SIGTERM to spark-submit, then SIGKILL to whatever of the group outlives
@@ -86,13 +95,16 @@ class SparkHostedCluster:
         proc = self.proc
         if proc is None:
             return None
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + grace
-        try:
+        if proc.poll() is None:
+            # the driver application stops the SparkContext; spark-submit ends with it
+            if self.driver_pid is not None and _signal(self.driver_pid, signal.SIGTERM):
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(max(deadline - time.monotonic(), 0.1) / 2)
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(max(deadline - time.monotonic(), 0.1))
-        except subprocess.TimeoutExpired:
-            pass
         # the driver application and the nodes end shortly after the JVM
         while _group_alive(proc.pid) and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -103,6 +115,14 @@ class SparkHostedCluster:
             proc.stdout.close()
         self.proc = None
         return rc
+
+
+def _signal(pid: int, sig: signal.Signals) -> bool:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def _group_alive(pgid: int) -> bool:

@@ -3,9 +3,10 @@ driver side runs the controller and whose executor side runs one broker per exec
 
 The jar is never committed: it is compiled from ``jvm-shim/src`` with ``javac`` + ``jar``
 against the jars inside the installed pyspark wheel (no Maven, no network) into
-``sparklog/cluster/jars/``, by ``./dev setup`` (``python -m sparklog.cluster.spark_plugin``)
-or on first use by ``jar_path()``. Invariant: ``jar_path()`` returns a jar built from the
-current sources: one older than any source file is rebuilt.
+``sparklog/cluster/jars/``, by ``./dev setup`` or on first use by ``jar_path()``
+(``python -m sparklog.cluster.spark_plugin`` prints its path, for ``spark-submit --jars``).
+Invariant: ``jar_path()`` returns a jar built from the current sources: one older than any
+source file is rebuilt.
 """
 
 from __future__ import annotations
@@ -72,6 +73,6 @@ def jar_path() -> Path:
 
 if __name__ == "__main__":
     try:
-        print(build_jar())
+        print(jar_path())
     except ShimBuildError as exc:
         sys.exit(f"sparklog: {exc}")

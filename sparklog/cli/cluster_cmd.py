@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
@@ -78,11 +79,7 @@ def _start(args: argparse.Namespace) -> int:
     cluster = LocalCluster(args.data_dir, brokers=args.brokers, port=args.port,
                            config=dict(args.set))
 
-    def stop(signum: int, _frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, stop)
-    try:
+    def run() -> int:
         cluster.start()
         for node in cluster.nodes:
             print(f"node {node.node_id} {node.role} pid {node.pid} address {node.address} "
@@ -93,37 +90,44 @@ def _start(args: argparse.Namespace) -> int:
             print(f"sparklog: {gone.role} {gone.node_id} exited (see {gone.log_path})",
                   file=sys.stderr, flush=True)
         return 1
-    except KeyboardInterrupt:
-        print("stopping the cluster", file=sys.stderr, flush=True)
-        return 0
-    finally:
-        cluster.stop()
+
+    return _in_foreground(run, cluster.stop, "the cluster")
 
 
 def _spark(args: argparse.Namespace) -> int:
     from sparklog.cluster.spark_hosted import SparkHostedCluster
     from sparklog.cluster.spark_plugin import ShimBuildError
 
-    def stop(signum: int, _frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, stop)
     try:
         cluster = SparkHostedCluster(args.master, port=args.port, data_dir=args.data_dir,
                                      conf=dict(args.conf), server=dict(args.set))
     except ShimBuildError as exc:
         raise CliError(str(exc)) from None
-    try:
+
+    def run() -> int:
         cluster.start()
         while (line := cluster.readline()) is not None:
             print(line, flush=True)
         print("sparklog: the Spark application ended", file=sys.stderr, flush=True)
         return 1
+
+    return _in_foreground(run, cluster.stop, "the Spark application")
+
+
+def _in_foreground(run: Callable[[], int], stop: Callable[[], object], what: str) -> int:
+    """``run()`` until it returns or Ctrl-C / SIGTERM (exit code 0), then ``stop()``."""
+
+    def interrupt(signum: int, _frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+    try:
+        return run()
     except KeyboardInterrupt:
-        print("stopping the Spark application", file=sys.stderr, flush=True)
+        print(f"stopping {what}", file=sys.stderr, flush=True)
         return 0
     finally:
-        cluster.stop()
+        stop()
 
 
 def _describe(args: argparse.Namespace) -> int:

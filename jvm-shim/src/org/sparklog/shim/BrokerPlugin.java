@@ -12,8 +12,8 @@ import org.apache.spark.util.Utils;
  * An executor's side: one broker per executor, {@code node.id} = executor id + 1 (the
  * controller is 0; Spark never reuses an executor id within an application, so a replacement
  * executor is a new broker), the executor's Python, its data under the executor's local dir
- * (or {@code spark.sparklog.dataDir}), a free port (or one of {@code spark.sparklog.broker.ports},
- * "LO-HI"). Shutdown is the broker's controlled shutdown.
+ * (or {@code spark.sparklog.dataDir}), any free port (or the first free one of
+ * {@code spark.sparklog.broker.ports}, "LO-HI"). Shutdown is the broker's controlled shutdown.
  */
 public final class BrokerPlugin implements ExecutorPlugin {
     /** Spark setting: the port range brokers take their port from ("LO-HI"). */
@@ -41,7 +41,8 @@ public final class BrokerPlugin implements ExecutorPlugin {
         }
         // the executor's own address (PluginContext.hostname() needs an RPC server executors lack)
         String host = SparkEnv.get().blockManager().blockManagerId().host();
-        int port = NodeProcess.freePort(host, conf.get(PORTS_CONF, ""));
+        // without a range the broker binds any free port itself and registers the one it got
+        int port = conf.contains(PORTS_CONF) ? NodeProcess.freePort(host, conf.get(PORTS_CONF)) : 0;
         String localDir = Utils.getLocalDir(SparkEnv.get().conf());
         String python = NodeProcess.python(conf, List.of("spark.pyspark.python"),
             List.of("PYSPARK_PYTHON"));

@@ -82,12 +82,12 @@ final class NodeProcess {
         return Path.of(root, "node-" + nodeId).toAbsolutePath();
     }
 
-    /** A port of {@code host} nothing listens on now, from {@code range} ("LO-HI") when given,
-     * else any free one. */
+    /** The first port of {@code range} ("LO-HI", or one port; "" for any) that {@code host}
+     * can bind now. */
     static int freePort(String host, String range) {
         int lo = 0;
         int hi = 0;
-        if (range != null && !range.isEmpty()) {
+        if (!range.isEmpty()) {
             String[] bounds = range.split("-", 2);
             lo = Integer.parseInt(bounds[0].trim());
             hi = bounds.length > 1 ? Integer.parseInt(bounds[1].trim()) : lo;

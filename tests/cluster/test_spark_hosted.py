@@ -1,8 +1,9 @@
 """``sparklog cluster spark`` with Spark's ``local-cluster[3,1,1024]`` (real executor JVMs):
 the driver runs the controller and the bootstrap address, each executor a broker; Kafka
 clients produce and consume through the bootstrap address; a SIGKILLed executor's broker is
-fenced and Spark's replacement executor registers as a new broker; SIGTERM on the launcher
-leaves no process (checked by pid)."""
+fenced and Spark's replacement executor registers as a new broker; another Spark
+application's stream through the bootstrap address runs on across that loss; SIGTERM on
+the launcher leaves no process (checked by pid)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from sparklog.client.admin import AdminClient, NewTopic
 from tests.cluster.conftest import CLUSTER_CONFIG
 from tests.helpers.cli import ok, run
 from tests.helpers.kafka_clients import ck_consume, ck_produce, create_topic, make_messages
@@ -23,6 +25,7 @@ from tests.helpers.net import free_port
 from tests.helpers.polling import wait_for
 from tests.helpers.procs import Proc, alive, children, session
 from tests.helpers.servers import REPO
+from tests.helpers.spark import make_spark_session
 
 pytestmark = [pytest.mark.spark_cluster, pytest.mark.timeout(180)]
 
@@ -103,3 +106,35 @@ def test_a_killed_executor_is_a_fenced_broker_and_its_replacement_a_new_one(spar
     wait_for(lambda: any(s == "live" for n, s in c.states().items() if n > 3),
              timeout=90, what="the replacement executor's broker registered")
     assert c.proc.poll() is None
+
+
+def test_another_spark_application_streams_through_the_bootstrap_address_across_a_kill(
+        spark_cluster, tmp_path):
+    """readStream/writeStream format("sparklog") of a second application, topics on brokers
+    2 and 3, broker 1's executor killed mid-stream: the output holds every input record."""
+    c = spark_cluster
+    placement = {0: [2], 1: [3]}  # RF1 until replication: keep the data off the victim
+    with AdminClient({"bootstrap.servers": c.bootstrap}) as admin:
+        admin.create_topics([NewTopic("in", replica_assignment=placement),
+                             NewTopic("out", replica_assignment=placement)])
+    spark = make_spark_session("sparklog-second-app")
+    try:
+        query = (spark.readStream.format("sparklog").option("bootstrap.servers", c.bootstrap)
+                 .option("subscribe", "in").option("startingOffsets", "earliest").load()
+                 .selectExpr("key", "value")
+                 .writeStream.format("sparklog").option("bootstrap.servers", c.bootstrap)
+                 .option("topic", "out").option("checkpointLocation", str(tmp_path / "ckpt"))
+                 .trigger(processingTime="500 milliseconds").start())
+        before, after = make_messages(40, 2, tag="before"), make_messages(40, 2, tag="after")
+        ck_produce(c.bootstrap, "in", before)
+        ck_consume(c.bootstrap, "out", 2, len(before))
+        victim = c.brokers()[1]
+        os.kill(victim.ppid, signal.SIGKILL)
+        wait_for(lambda: c.states().get(1) == "fenced", timeout=30, what="broker 1 fenced")
+        ck_produce(c.bootstrap, "in", after)
+        out = ck_consume(c.bootstrap, "out", 2, len(before) + len(after))
+        assert {m.value for m in out} == {m.value for m in before + after}  # at least once
+        assert query.exception() is None
+        query.stop()
+    finally:
+        spark.stop()

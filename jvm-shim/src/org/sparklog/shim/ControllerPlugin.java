@@ -3,8 +3,11 @@ package org.sparklog.shim;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Comparator;
 import java.util.List;
 import java.util.Map;
+import java.util.stream.Stream;
 import org.apache.spark.SparkConf;
 import org.apache.spark.SparkContext;
 import org.apache.spark.api.plugin.DriverPlugin;
@@ -15,7 +18,8 @@ import org.apache.spark.api.plugin.PluginContext;
  * starts, and hands its address to every executor in the map {@code init} returns (key
  * {@code controller.quorum.voters}); the same value is put in the driver's configuration
  * ({@code spark.sparklog.controller.quorum.voters}) for the driver application. Executors may
- * also ask for it ({@link #receive}). Stops the controller when the application stops.
+ * also ask for it ({@link #receive}). Stops the controller when the application stops (and
+ * removes its data dir when it was a temporary one: {@code spark.sparklog.dataDir} unset).
  */
 public final class ControllerPlugin implements DriverPlugin {
     static final int CONTROLLER_ID = 0;
@@ -27,6 +31,8 @@ public final class ControllerPlugin implements DriverPlugin {
 
     private NodeProcess controller;
     private String voters;
+    /** The controller's data dir when none was configured: removed on shutdown. */
+    private Path tempDataDir;
 
     @Override
     public Map<String, String> init(SparkContext sc, PluginContext ctx) {
@@ -34,12 +40,15 @@ public final class ControllerPlugin implements DriverPlugin {
         String host = conf.get("spark.driver.host", ctx.hostname());
         int port = NodeProcess.freePort(host, conf.get(PORT_CONF, ""));
         String dataDir;
-        try {
-            dataDir = conf.contains(NodeProcess.DATA_DIR)
-                ? NodeProcess.dataDir(conf, "", CONTROLLER_ID).toString()
-                : Files.createTempDirectory("sparklog-controller-").toString();
-        } catch (IOException e) {
-            throw new UncheckedIOException("sparklog: cannot create the controller's data dir", e);
+        if (conf.contains(NodeProcess.DATA_DIR)) {
+            dataDir = NodeProcess.dataDir(conf, "", CONTROLLER_ID).toString();
+        } else {
+            try {
+                tempDataDir = Files.createTempDirectory("sparklog-controller-");
+            } catch (IOException e) {
+                throw new UncheckedIOException("sparklog: cannot create the controller's data dir", e);
+            }
+            dataDir = tempDataDir.toString();
         }
         String python = NodeProcess.python(conf,
             List.of("spark.pyspark.driver.python", "spark.pyspark.python"),
@@ -64,6 +73,14 @@ public final class ControllerPlugin implements DriverPlugin {
         if (controller != null) {
             controller.stop();
             controller = null;
+        }
+        if (tempDataDir != null) {
+            try (Stream<Path> paths = Files.walk(tempDataDir)) {
+                paths.sorted(Comparator.reverseOrder()).forEach(path -> path.toFile().delete());
+            } catch (IOException e) {
+                // a temporary directory left behind is the system's to clean
+            }
+            tempDataDir = null;
         }
     }
 }

@@ -72,7 +72,8 @@ def spark_cluster(tmp_path) -> Iterator[Launched]:
             proc.wait(120)
 
 
-def test_three_executor_brokers_serve_kafka_clients_and_sigterm_leaves_nothing(spark_cluster):
+def test_three_executor_brokers_serve_kafka_clients_and_sigterm_leaves_nothing(spark_cluster,
+                                                                                tmp_path):
     c = spark_cluster
     brokers = c.brokers()
     assert sorted(brokers) == [1, 2, 3]
@@ -92,6 +93,10 @@ def test_three_executor_brokers_serve_kafka_clients_and_sigterm_leaves_nothing(s
     c.proc.send_signal(signal.SIGTERM)
     assert c.proc.wait(120) == 0
     assert [pid for pid in pids if alive(pid)] == []
+    # the controller (its log is the driver's) saw each broker's controlled shutdown
+    log = (tmp_path / "spark.log").read_text()
+    assert sorted(int(n) for n in re.findall(r"broker (\d+) fenced \(controlled shutdown\)", log)) \
+        == [1, 2, 3]
 
 
 def test_a_killed_executor_is_a_fenced_broker_and_its_replacement_a_new_one(spark_cluster):

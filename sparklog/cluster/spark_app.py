@@ -34,6 +34,7 @@ from pyspark.sql import SparkSession
 
 from sparklog.client.admin import AdminClient, ClusterDescription
 from sparklog.cluster.bootstrap_proxy import BootstrapProxy
+from sparklog.protocol.errors import SparklogError
 
 __all__ = ["expected_brokers", "main"]
 
@@ -72,10 +73,10 @@ async def _serve(admin: AdminClient, proxy: BootstrapProxy, want: int, timeout: 
     while not stop.is_set():
         if os.getppid() != parent:
             log.warning("the Spark driver JVM is gone; stopping")
-            return
+            break
         try:
             desc = await asyncio.to_thread(admin.describe_cluster, include_fenced=True)
-        except Exception as exc:  # noqa: BLE001 - the controller may be restarting; retry
+        except (SparklogError, TimeoutError) as exc:  # the controller may be restarting
             log.warning("cannot reach the controller: %s", exc)
         else:
             proxy.brokers = _live(desc)

@@ -5,9 +5,10 @@ bootstrap address, each executor one broker (``sparklog cluster spark``, here wi
 The example writes a topic with confluent-kafka and reads it with Spark through the
 bootstrap address, kills one executor JVM (SIGKILL), watches its broker get fenced and
 Spark's replacement executor register as a new broker, then writes and streams a second
-topic through the same address. What it does not show yet: partitions whose only replica
-sat on the lost broker stay unavailable (copying replicas between brokers, and moving a
-lost broker's replicas to live ones, come with replication).
+topic through the same address. The topics have one replica each, so what sat on the lost
+broker stays unavailable; with replication factor 3 its leaderships move to the other
+replicas (tests/cluster/test_spark_hosted.py streams across a kill that way). Moving a lost
+broker's replicas to live brokers by itself is not built yet.
 
     python examples/spark_cluster.py          # Linux (it finds the executor by /proc)
 """

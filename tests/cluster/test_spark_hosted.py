@@ -115,13 +115,14 @@ def test_a_killed_executor_is_a_fenced_broker_and_its_replacement_a_new_one(spar
 
 def test_another_spark_application_streams_through_the_bootstrap_address_across_a_kill(
         spark_cluster, tmp_path):
-    """readStream/writeStream format("sparklog") of a second application, topics on brokers
-    2 and 3, broker 1's executor killed mid-stream: the output holds every input record."""
+    """readStream/writeStream format("sparklog") of a second application on RF 3 topics
+    (min.insync.replicas 2), an executor killed mid-stream: its broker's leaderships move
+    to the other replicas and the output holds every input record."""
     c = spark_cluster
-    placement = {0: [2], 1: [3]}  # RF1 until replication: keep the data off the victim
+    replicated = {"min.insync.replicas": "2"}
     with AdminClient({"bootstrap.servers": c.bootstrap}) as admin:
-        admin.create_topics([NewTopic("in", replica_assignment=placement),
-                             NewTopic("out", replica_assignment=placement)])
+        admin.create_topics([NewTopic(t, num_partitions=2, replication_factor=3, config=replicated)
+                             for t in ("in", "out")])
     spark = make_spark_session("sparklog-second-app")
     try:
         query = (spark.readStream.format("sparklog").option("bootstrap.servers", c.bootstrap)

@@ -63,9 +63,14 @@ def read_ranges(
     this round's rows are yielded: the client's loop thread fetches and decodes it while
     Spark takes the rows. Two ranges of the same partition are read one after the other.
     Partitions that got rows move to the back of the next round's request, so a fetch
-    budget used up by the first partitions does not starve the rest. A round in which no
-    partition moves counts as an empty fetch: after three in a row the ranges left are
-    treated as done (only control batches, aborted data or compacted-away offsets
+    budget used up by the first partitions does not starve the rest. Once a round has
+    returned rows, a request lists only the partitions the fetch budget can serve (twice
+    ``fetch_bytes`` of the ranges left, at the bytes per row seen so far): the broker fills
+    partitions in order and answers the rest empty, and each listed partition costs the
+    broker a log lookup and both sides a response entry, so a task holding 100 partitions
+    would otherwise pay ~100 entries per round for the ~10 that get data. A round in which
+    no partition moves lists them all again; three such rounds in a row and the ranges
+    left are treated as done (only control batches, aborted data or compacted-away offsets
     remained, or the data is not readable yet under read_committed).
     """
     from sparklog.client import FetchAhead, FetchRange, TopicPartition
@@ -79,17 +84,30 @@ def read_ranges(
     # per partition: the range being read and the next offset to fetch
     active = {tp: (rs[0], rs[0].start) for tp, rs in queued.items()}
 
-    def send() -> FetchAhead:
-        return fetcher.fetch_ahead(
-            [FetchRange(tp, pos, r.end) for tp, (r, pos) in active.items()],
+    rows_seen = bytes_seen = 0  # the rows yielded so far and their size
+
+    def send(every: bool) -> tuple[FetchAhead, bool]:
+        """The next round's request (all active partitions when ``every``, else those the
+        budget can serve) and whether it lists them all."""
+        want = []
+        room = 2 * options.fetch_bytes
+        for tp, (r, pos) in active.items():
+            want.append(FetchRange(tp, pos, r.end))
+            if not every and rows_seen:
+                room -= (r.end - pos) * bytes_seen // rows_seen
+                if room <= 0:
+                    break
+        ahead = fetcher.fetch_ahead(
+            want,
             isolation_level=options.isolation_level,
             timeout_ms=options.poll_timeout_ms,
             include_headers=options.include_headers,
             max_bytes=options.fetch_bytes,
         )
+        return ahead, len(want) == len(active)
 
     empty_rounds = 0
-    ahead = send() if active else None
+    ahead, listed_all = send(True) if active else (None, True)
     while ahead is not None:
         try:
             results = ahead.result()
@@ -121,8 +139,15 @@ def read_ranges(
             queued[tp].popleft()
             if queued[tp]:
                 active[tp] = (queued[tp][0], queued[tp][0].start)
-        empty_rounds = 0 if moved else empty_rounds + 1
-        ahead = send() if active and empty_rounds < 3 else None
+        if moved:
+            empty_rounds = 0
+        elif listed_all:
+            empty_rounds += 1
+        rows_seen += sum(b.num_rows for b in rows)
+        bytes_seen += sum(b.nbytes for b in rows)
+        ahead = None
+        if active and empty_rounds < 3:
+            ahead, listed_all = send(not moved)
         if rows:
             # one Arrow batch per round: each batch handed to Spark has a fixed cost
             batch = rows[0] if len(rows) == 1 else pa.concat_batches(rows)

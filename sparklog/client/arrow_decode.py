@@ -1,4 +1,5 @@
-"""A Fetch response's records for one partition -> the rows a consumer may see, as Arrow.
+"""A Fetch response's records (of one partition, or of several decoded in one pass) -> the
+rows a consumer may see, as Arrow.
 
 The per-record work is ``sparklog.protocol.record_arrow`` (vectorised decode, no Python
 object per record); this module adds what a consumer needs around it, in the same single
@@ -13,26 +14,37 @@ are and ``arrow_fetch`` turns them into the Spark layout.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 
-from sparklog.protocol.record_arrow import decode_batches_to_arrow
+from sparklog.protocol.record_arrow import Section, decode_sections_to_arrow
 
 if TYPE_CHECKING:
     from sparklog.protocol.batch_header import BatchView
 
-__all__ = ["DecodedFetch", "decode_fetched"]
-
-_OFFSET = 2  # the offset column of record_arrow.arrow_schema()
+__all__ = ["DecodedFetch", "FetchedPart", "decode_fetched", "decode_fetched_parts"]
 
 
 @dataclass(slots=True)
 class DecodedFetch:
     batch: pa.RecordBatch  # record_arrow.arrow_schema() rows
     next_offset: int  # first offset not covered by the scanned batches
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedPart:
+    """One partition's ``records`` from a Fetch response and the offsets wanted from it;
+    ``read_committed`` drops the ``aborted`` (producer id, first offset) transactions."""
+
+    records: bytes | bytearray | memoryview | None
+    start_offset: int
+    end_offset: int | None = None
+    read_committed: bool = False
+    aborted: list[tuple[int, int]] | None = None
 
 
 def decode_fetched(
@@ -48,19 +60,28 @@ def decode_fetched(
     start_offset <= offset < end_offset; control batches and (read_committed) aborted
     transactions are dropped, batches from ``end_offset`` on are not decoded. A partial
     last batch is ignored."""
-    scan = _BatchScan(start_offset, end_offset, aborted if read_committed else None)
-    batch = decode_batches_to_arrow(records if records is not None else b"",
-                                    verify_crc=verify_crc, allow_partial_tail=True,
-                                    skip_control=False, keep_batch=scan, min_offset=start_offset)
-    if end_offset is not None and batch.num_rows:
-        offsets = batch.column(_OFFSET).to_numpy()
-        cut = int(np.searchsorted(offsets, end_offset, side="left"))
-        if cut < batch.num_rows:
-            batch = batch.slice(0, cut)
-    next_offset = scan.next_offset
-    if end_offset is not None and next_offset > end_offset:
-        next_offset = end_offset
-    return DecodedFetch(batch, next_offset)
+    batch, _counts, next_offsets = decode_fetched_parts(
+        [FetchedPart(records, start_offset, end_offset, read_committed, aborted)],
+        verify_crc=verify_crc)
+    return DecodedFetch(batch, next_offsets[0])
+
+
+def decode_fetched_parts(
+    parts: Sequence[FetchedPart], *, verify_crc: bool = True
+) -> tuple[pa.RecordBatch, np.ndarray, list[int]]:
+    """``decode_fetched`` for several partitions of one Fetch response in ONE decoder pass
+    (its set-up is paid once, not per partition): every part's rows, part after part, how
+    many rows each part has, and each part's next offset."""
+    scans = [_BatchScan(p.start_offset, p.end_offset, p.aborted if p.read_committed else None)
+             for p in parts]
+    batch, counts = decode_sections_to_arrow(
+        [Section(b"" if p.records is None else p.records, keep_batch=scan,
+                 min_offset=p.start_offset, end_offset=p.end_offset)
+         for p, scan in zip(parts, scans, strict=True)],
+        verify_crc=verify_crc, skip_control=False)
+    next_offsets = [scan.next_offset if p.end_offset is None else
+                    min(scan.next_offset, p.end_offset) for p, scan in zip(parts, scans, strict=True)]
+    return batch, counts, next_offsets
 
 
 class _BatchScan:

@@ -4,14 +4,15 @@
 reads a small micro-batch itself or measures a byte budget). It is stateless: no positions,
 no group, no buffered records; every call says which partition and offsets it wants, sends
 ONE Fetch to the partition's leader (``fetch_many``: one multi-partition Fetch to each
-leader of the partitions asked for) and returns what came back, decoded. The caller loops
-on ``next_offset``.
+leader of the partitions asked for) and returns what came back, decoded: all partitions
+that got records in one decoder pass (``decode_fetched_parts``), each partition's rows a
+zero-copy slice of the result. The caller loops on ``next_offset``.
 
 The rows come out in ``RECORD_SCHEMA``, exactly the Arrow form of Spark's Kafka source
 schema (``timestamp[us, UTC]`` timestamps, ``element`` list items), so a Spark reader yields
 them as they are. The column list itself is the protocol decoder's
-(``record_arrow.arrow_schema``); this module only gives two columns Spark's types, once
-per fetch: the int64 millisecond timestamps become microseconds in one checked multiply,
+(``record_arrow.arrow_schema``); this module adds topic and partition and gives two columns
+Spark's types, once per fetch: the int64 millisecond timestamps become microseconds in one checked multiply,
 the headers list is relabelled without a copy.
 """
 
@@ -26,7 +27,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from sparklog.client.arrow_decode import decode_fetched
+from sparklog.client.arrow_decode import FetchedPart, decode_fetched_parts
 from sparklog.client.connection import EventLoopThread, with_retries
 from sparklog.client.core import conf_bool, conf_int, parse_isolation
 from sparklog.client.sync_client import SyncClient
@@ -155,31 +156,45 @@ class ArrowFetcher(SyncClient):
             raw = await self._fetch_raw([(r.tp, r.start) for r in ranges], max_bytes,
                                         isolation, timeout_ms,
                                         min(self.fetch_max_wait_ms, timeout_ms))
-            out: dict[TopicPartition, FetchedRows | OffsetOutOfRangeError] = {}
-            for r in ranges:
-                p = raw[r.tp]
-                out[r.tp] = p if isinstance(p, OffsetOutOfRangeError) else \
-                    self._rows(r, p, isolation, include_headers)
-            return out
+            return self._rows(ranges, raw, isolation, include_headers)
 
         return FetchAhead(self._start(go()), timeout_ms / 1000 + 5)
 
-    def _rows(self, r: FetchRange, p: Any, isolation: int, include_headers: bool) -> FetchedRows:
-        """Decode one partition's part of a Fetch response into ``r``'s rows."""
-        if not p.records:  # common in many-partition fetches: the budget went elsewhere
-            return FetchedRows(_EMPTY[include_headers], r.start, p.high_watermark,
-                               p.log_start_offset, p.last_stable_offset)
-        end = r.end
-        limit = p.last_stable_offset if isolation == 1 and p.last_stable_offset >= 0 \
-            else p.high_watermark
-        if end is None or (limit >= 0 and end > limit):
-            end = limit if limit >= 0 else end
-        aborted = [(a.producer_id, a.first_offset) for a in (p.aborted_transactions or [])]
-        dec = decode_fetched(p.records, start_offset=r.start, end_offset=end,
-                             read_committed=isolation == 1, aborted=aborted,
-                             verify_crc=self.check_crcs)
-        return FetchedRows(record_rows(dec.batch, r.tp, include_headers), dec.next_offset,
-                           p.high_watermark, p.log_start_offset, p.last_stable_offset)
+    def _rows(self, ranges: Sequence[FetchRange], raw: dict[TopicPartition, Any],
+              isolation: int, include_headers: bool,
+              ) -> dict[TopicPartition, FetchedRows | OffsetOutOfRangeError]:
+        """Each range's rows from its partition's part of the Fetch responses, all
+        partitions that got records decoded in one pass."""
+        out: dict[TopicPartition, FetchedRows | OffsetOutOfRangeError] = {}
+        with_records: list[FetchRange] = []
+        parts: list[FetchedPart] = []
+        for r in ranges:
+            p = raw[r.tp]
+            if isinstance(p, OffsetOutOfRangeError):
+                out[r.tp] = p
+            elif not p.records:  # common in many-partition fetches: the budget went elsewhere
+                out[r.tp] = FetchedRows(_EMPTY[include_headers], r.start, p.high_watermark,
+                                        p.log_start_offset, p.last_stable_offset)
+            else:
+                end = r.end
+                limit = p.last_stable_offset if isolation == 1 and p.last_stable_offset >= 0 \
+                    else p.high_watermark
+                if end is None or (limit >= 0 and end > limit):
+                    end = limit if limit >= 0 else end
+                aborted = [(a.producer_id, a.first_offset)
+                           for a in (p.aborted_transactions or [])]
+                with_records.append(r)
+                parts.append(FetchedPart(p.records, r.start, end, isolation == 1, aborted))
+        if parts:
+            batch, counts, next_offsets = decode_fetched_parts(parts, verify_crc=self.check_crcs)
+            rows = record_rows(batch, [r.tp for r in with_records], counts, include_headers)
+            at = 0
+            for r, n, nxt in zip(with_records, counts.tolist(), next_offsets, strict=True):
+                p = raw[r.tp]
+                out[r.tp] = FetchedRows(rows.slice(at, n), nxt, p.high_watermark,
+                                        p.log_start_offset, p.last_stable_offset)
+                at += n
+        return {r.tp: out[r.tp] for r in ranges}
 
     def batch_sizes(self, tp: TopicPartition | tuple[str, int], start_offset: int, *,
                     max_bytes: int = 50 * 2**20, timeout_ms: int = 30000,
@@ -267,21 +282,26 @@ class ArrowFetcher(SyncClient):
                                   on_retry=invalidate)
 
 
-def record_rows(batch: pa.RecordBatch, tp: TopicPartition,
+def record_rows(batch: pa.RecordBatch, tps: Sequence[TopicPartition], counts: Sequence[int],
                 include_headers: bool) -> pa.RecordBatch:
-    """Decoder rows (record_arrow.arrow_schema()) -> record_schema(include_headers) rows.
+    """Decoder rows (record_arrow.arrow_schema()) of the partitions ``tps``, ``counts[i]``
+    rows of ``tps[i]`` after each other -> record_schema(include_headers) rows.
 
     Key, value, offset, timestampType and headers are the decoder's arrays; topic,
     partition and the microsecond timestamps are built from numpy buffers (several times
     faster than Arrow's repeat and multiply kernels on fetch-sized arrays)."""
     key, value, offset, timestamp, timestamp_type, headers = batch.columns
     n = batch.num_rows
-    topic = tp.topic.encode()
+    names = [tp.topic.encode() for tp in tps]
+    ends = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(np.repeat(np.array([len(t) for t in names], dtype=np.int32), counts),
+              out=ends[1:])
     topics = pa.Array.from_buffers(pa.string(), n, [
-        None, pa.py_buffer(np.arange(0, (n + 1) * len(topic), len(topic), dtype=np.int32)),
-        pa.py_buffer(topic * n)])
-    cols = [key, value, topics, pa.array(np.full(n, tp.partition, dtype=np.int32)), offset,
-            _micros(timestamp), timestamp_type]
+        None, pa.py_buffer(ends), pa.py_buffer(b"".join(t * c for t, c in zip(names, counts,
+                                                                            strict=True)))])
+    partitions = np.repeat(np.array([tp.partition for tp in tps], dtype=np.int32), counts)
+    cols = [key, value, topics, pa.array(partitions), offset, _micros(timestamp),
+            timestamp_type]
     if include_headers:
         cols.append(headers.view(_HEADERS_TYPE))
     return pa.RecordBatch.from_arrays(cols, schema=record_schema(include_headers))

@@ -37,15 +37,19 @@ Fewer than ``SMALL_INPUT_ROWS`` records skip all this (the fixed cost of a few h
 numpy calls) and use the per-record decoder.
 
 Public API (this module; steps 1, 4 and 5 are here): ``decode_batches_to_arrow`` (a fetched
-buffer / log slice of concatenated batches -> one ``pyarrow.RecordBatch``) and
-``decode_batch_to_arrow`` (one batch), plus ``arrow_schema``. The ``record_arrow*`` modules
+buffer / log slice of concatenated batches -> one ``pyarrow.RecordBatch``),
+``decode_batch_to_arrow`` (one batch) and ``decode_sections_to_arrow`` (several partitions'
+records of one Fetch response in one pass: steps 2-5 cost the same few hundred numpy calls
+for one partition or a hundred, so a response holding many small partitions pays them once),
+plus ``arrow_schema``. The ``record_arrow*`` modules
 and ``record_arrow_encode`` (the reverse direction) are the only ones in
 ``sparklog.protocol`` that import numpy and pyarrow.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import cramjam
@@ -73,9 +77,11 @@ from .records import decode_records
 __all__ = [
     "HEADERS_TYPE",
     "SMALL_INPUT_ROWS",
+    "Section",
     "arrow_schema",
     "decode_batch_to_arrow",
     "decode_batches_to_arrow",
+    "decode_sections_to_arrow",
 ]
 
 HEADER_STRUCT_TYPE = pa.struct([("key", pa.string()), ("value", pa.binary())])
@@ -168,12 +174,13 @@ SMALL_INPUT_ROWS = 32
 
 
 def _assemble_small(
-    data: Any, metas: list[Any], schema: pa.Schema, min_offset: int | None,
-    topic: str | None, partition: int | None,
-) -> pa.RecordBatch:
+    data: Any, metas: list[_BatchMeta], schema: pa.Schema, topic: str | None,
+    partition: int | None,
+) -> tuple[pa.RecordBatch, np.ndarray]:
     rows = []
     ts_types = []
-    for m in metas:
+    batch_of = []
+    for i, m in enumerate(metas):
         recs = decode_records(bytes(data[m.start : m.end]), m.count, m.base_offset, m.base_ts,
                               m.max_ts if m.lat else None)
         for r in recs:
@@ -181,12 +188,10 @@ def _assemble_small(
                 raise InvalidRecordError(
                     "record offset delta outside its batch's lastOffsetDelta"
                 )
+        recs = [r for r in recs if m.lo <= r.offset < m.hi]
         rows.extend(recs)
         ts_types.extend([1 if m.lat else 0] * len(recs))
-    if min_offset is not None:
-        keep = [i for i, r in enumerate(rows) if r.offset >= min_offset]
-        rows = [rows[i] for i in keep]
-        ts_types = [ts_types[i] for i in keep]
+        batch_of.extend([i] * len(recs))
     cols: dict[str, Any] = {
         "key": [r.key for r in rows],
         "value": [r.value for r in rows],
@@ -199,11 +204,109 @@ def _assemble_small(
     cols["timestamp"] = [r.timestamp for r in rows]
     cols["timestampType"] = ts_types
     cols["headers"] = [[{"key": k, "value": v} for k, v in r.headers] for r in rows]
-    return pa.RecordBatch.from_pydict(cols, schema=schema)
+    return pa.RecordBatch.from_pydict(cols, schema=schema), np.array(batch_of, dtype=np.int64)
 
 
 class _BatchMeta:
-    __slots__ = ("count", "base_offset", "base_ts", "max_ts", "lat", "lod", "start", "end")
+    # lo <= offset < hi: the rows of the batch that are wanted; section: which input
+    __slots__ = ("count", "base_offset", "base_ts", "max_ts", "lat", "lod", "start", "end",
+                 "lo", "hi", "section")
+
+
+_NO_END = 2**63 - 1
+
+
+class _Batches:
+    """The batches to decode from one or more record sections, indexed into ONE buffer.
+
+    Sections that are slices of the same bytes object (the partitions of one Fetch response)
+    are indexed in that buffer, nothing copied. Once a batch is compressed, or sections
+    come from different buffers, every records section is decompressed (or copied) onto
+    the end of one growing buffer instead, so the decoder still sees a single contiguous
+    buffer."""
+
+    __slots__ = ("metas", "joined", "base", "base_key", "verify_crc", "skip_control")
+
+    def __init__(self, *, verify_crc: bool, skip_control: bool) -> None:
+        self.metas: list[_BatchMeta] = []
+        self.joined: cramjam.Buffer | None = None
+        self.base: memoryview | None = None  # what metas index while nothing is joined
+        self.base_key: object = None  # the buffer ``base`` views
+        self.verify_crc = verify_crc
+        self.skip_control = skip_control
+
+    def add(
+        self, mv: memoryview, pos: int, end: int | None, *, allow_partial_tail: bool,
+        keep_batch: Callable[[BatchView], bool] | None, lo: int, hi: int, section: int,
+    ) -> None:
+        if self.joined is None:
+            mv, pos, end, key = _in_whole_buffer(mv, pos, end)
+            if self.base is None:
+                self.base, self.base_key = mv, key
+            elif key is not self.base_key:
+                self._join()
+        for view in iter_batch_views(mv, pos, end, allow_partial_tail=allow_partial_tail):
+            at = view.position
+            h = read_header(mv, at)
+            count, lod = h.record_count, h.last_offset_delta
+            if self.verify_crc and crc32c(mv[at + ATTRIBUTES_OFFSET : at + view.size]) != h.crc:
+                view.ensure_valid()  # raises with the details
+            if count < 0 or lod < 0 or (count and lod < count - 1):
+                view.ensure_consistent()  # raises with the details
+            if h.is_control and self.skip_control:
+                continue
+            if keep_batch is not None and not keep_batch(view):
+                continue
+            if count == 0:
+                continue
+            codec = h.compression
+            m = _BatchMeta()
+            if codec != Compression.NONE and self.joined is None:
+                self._join()
+            if self.joined is None:
+                m.start, m.end = at + RECORDS_OFFSET, at + view.size
+            else:
+                m.start = self.joined.tell()
+                m.end = m.start + decompress_into(codec, view.records_bytes(), self.joined)
+            if count > (m.end - m.start) // 7:
+                raise CorruptRecordError(
+                    f"batch at offset {h.base_offset}: {count} records cannot fit in "
+                    f"{m.end - m.start} bytes"
+                )
+            m.count, m.base_offset, m.lod = count, h.base_offset, lod
+            m.base_ts, m.max_ts = h.base_timestamp, h.max_timestamp
+            m.lat = h.timestamp_type == TimestampType.LOG_APPEND_TIME
+            m.lo, m.hi, m.section = lo, hi, section
+            self.metas.append(m)
+
+    def _join(self) -> None:
+        """From now on metas index ``joined``: copy the sections indexed so far there."""
+        self.joined = joined = cramjam.Buffer()
+        base = self.base
+        for prev in self.metas:
+            start = joined.tell()
+            joined.write(base[prev.start : prev.end])
+            prev.start, prev.end = start, joined.tell()
+
+    def data(self) -> Any:
+        return self.base if self.joined is None else memoryview(self.joined)
+
+
+def _in_whole_buffer(
+    mv: memoryview, pos: int, end: int | None
+) -> tuple[memoryview, int, int | None, object]:
+    """``mv[pos:end]`` as the same bytes of a view of the whole ``bytes``/``bytearray``
+    ``mv`` slices (the partitions of one Fetch response then index one buffer; a bytearray
+    cannot be resized while viewed), and that object; a view of anything else stays as it
+    is and is its own key."""
+    whole = mv.obj
+    if not isinstance(whole, (bytes, bytearray)):
+        return mv, pos, end, mv
+    if mv.nbytes == len(whole):
+        return mv, pos, end, whole
+    base = memoryview(whole)
+    shift = pa.py_buffer(mv).address - pa.py_buffer(base).address
+    return base, pos + shift, (mv.nbytes if end is None else end) + shift, whole
 
 
 def decode_batches_to_arrow(
@@ -240,54 +343,44 @@ def decode_batches_to_arrow(
     Raises CorruptRecordError / InvalidRecordError (bad CRC, header or records) or
     UnsupportedCompressionError; never returns rows from a batch that failed a check.
     """
-    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
-    metas: list[_BatchMeta] = []
-    # Once a batch is compressed, every records section is decompressed (or copied) onto the
-    # end of one buffer, so the decoder still sees a single contiguous buffer.
-    joined: cramjam.Buffer | None = None
-    for view in iter_batch_views(mv, pos, end, allow_partial_tail=allow_partial_tail):
-        at = view.position
-        h = read_header(mv, at)
-        count, lod = h.record_count, h.last_offset_delta
-        if verify_crc and crc32c(mv[at + ATTRIBUTES_OFFSET : at + view.size]) != h.crc:
-            view.ensure_valid()  # raises with the details
-        if count < 0 or lod < 0 or (count and lod < count - 1):
-            view.ensure_consistent()  # raises with the details
-        if h.is_control and skip_control:
-            continue
-        if keep_batch is not None and not keep_batch(view):
-            continue
-        if count == 0:
-            continue
-        codec = h.compression
-        m = _BatchMeta()
-        if codec != Compression.NONE and joined is None:
-            joined = cramjam.Buffer()
-            for prev in metas:  # the uncompressed sections before this batch
-                start = joined.tell()
-                joined.write(mv[prev.start : prev.end])
-                prev.start, prev.end = start, joined.tell()
-        if joined is None:
-            m.start, m.end = at + RECORDS_OFFSET, at + view.size
-        else:
-            m.start = joined.tell()
-            m.end = m.start + decompress_into(codec, view.records_bytes(), joined)
-        if count > (m.end - m.start) // 7:
-            raise CorruptRecordError(
-                f"batch at offset {h.base_offset}: {count} records cannot fit in "
-                f"{m.end - m.start} bytes"
-            )
-        m.count, m.base_offset, m.lod = count, h.base_offset, lod
-        m.base_ts, m.max_ts = h.base_timestamp, h.max_timestamp
-        m.lat = h.timestamp_type == TimestampType.LOG_APPEND_TIME
-        metas.append(m)
+    found = _Batches(verify_crc=verify_crc, skip_control=skip_control)
+    found.add(buf if isinstance(buf, memoryview) else memoryview(buf), pos, end,
+              allow_partial_tail=allow_partial_tail, keep_batch=keep_batch,
+              lo=-_NO_END if min_offset is None else min_offset, hi=_NO_END, section=0)
+    return _assemble(found, topic=topic, partition=partition, binary_view=binary_view)[0]
 
-    data: Any = mv if joined is None else memoryview(joined)
-    arrow_buf = pa.py_buffer(data)
-    return _assemble(
-        data, arrow_buf, metas, min_offset=min_offset, topic=topic, partition=partition,
-        binary_view=binary_view,
-    )
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    """One partition's records in ``decode_sections_to_arrow``: the rows with
+    ``min_offset <= offset < end_offset`` of the batches ``keep_batch`` keeps."""
+
+    records: bytes | memoryview
+    keep_batch: Callable[[BatchView], bool] | None = None
+    min_offset: int | None = None
+    end_offset: int | None = None
+
+
+def decode_sections_to_arrow(
+    sections: Sequence[Section], *, verify_crc: bool = True, skip_control: bool = True,
+) -> tuple[pa.RecordBatch, np.ndarray]:
+    """Several partitions' records (a Fetch response's) decoded in ONE pass: the numpy and
+    Arrow set-up costs the same for one partition or a hundred, so a many-partition fetch
+    pays it once instead of once per partition.
+
+    Returns the rows of every section, section after section (``arrow_schema()`` columns),
+    and how many rows each section has. Partial last batches are dropped; the checks and
+    errors are ``decode_batches_to_arrow``'s."""
+    found = _Batches(verify_crc=verify_crc, skip_control=skip_control)
+    for i, sec in enumerate(sections):
+        rec = sec.records
+        found.add(rec if isinstance(rec, memoryview) else memoryview(rec), 0, None,
+                  allow_partial_tail=True, keep_batch=sec.keep_batch,
+                  lo=-_NO_END if sec.min_offset is None else sec.min_offset,
+                  hi=_NO_END if sec.end_offset is None else sec.end_offset, section=i)
+    batch, kept_batch_of = _assemble(found, topic=None, partition=None, binary_view=False)
+    section_of = np.array([m.section for m in found.metas], dtype=np.int64)
+    return batch, np.bincount(section_of[kept_batch_of], minlength=len(sections))
 
 
 def decode_batch_to_arrow(
@@ -300,17 +393,20 @@ def decode_batch_to_arrow(
 
 
 def _assemble(
-    data: Any, arrow_buf: pa.Buffer, metas: list[_BatchMeta], *, min_offset: int | None,
-    topic: str | None, partition: int | None, binary_view: bool,
-) -> pa.RecordBatch:
+    found: _Batches, *, topic: str | None, partition: int | None, binary_view: bool,
+) -> tuple[pa.RecordBatch, np.ndarray]:
+    """The rows of ``found``'s batches within each batch's bounds, and the batch index of
+    each row."""
     schema = arrow_schema(
         topic=topic is not None, partition=partition is not None, binary_view=binary_view
     )
+    metas = found.metas
     if not metas:
-        return pa.RecordBatch.from_pylist([], schema=schema)
+        return pa.RecordBatch.from_pylist([], schema=schema), np.zeros(0, dtype=np.int64)
+    data = found.data()
     if sum(m.count for m in metas) < SMALL_INPUT_ROWS:
-        return _assemble_small(data, metas, schema, min_offset, topic, partition)
-    buf = RecordsBuffer(data, arrow_buf)
+        return _assemble_small(data, metas, schema, topic, partition)
+    buf = RecordsBuffer(data, pa.py_buffer(data))
     counts = np.array([m.count for m in metas], dtype=np.int64)
     seg_start = np.array([m.start for m in metas], dtype=np.int64)
     seg_end = np.array([m.end for m in metas], dtype=np.int64)
@@ -371,12 +467,12 @@ def _assemble(
         cols.append(pa.array(np.full(n, partition, dtype=np.int32)))
     cols += [pa.array(offsets), pa.array(ts), pa.array(ts_type), headers]
     rb = pa.RecordBatch.from_arrays(cols, schema=schema)
-    if min_offset is not None and n and offsets[0] < min_offset:
-        below = offsets < min_offset
-        k = int(np.argmin(below)) if not below.all() else n
-        if below[:k].all() and not below[k:].any():
-            rb = rb.slice(k)
-        else:
-            rb = rb.filter(pa.array(~below))
-    return rb
-
+    lo = np.array([m.lo for m in metas], dtype=np.int64)[batch_of]
+    hi = np.array([m.hi for m in metas], dtype=np.int64)[batch_of]
+    keep = np.flatnonzero((offsets >= lo) & (offsets < hi))
+    if keep.size == n:
+        return rb, batch_of
+    if not keep.size or keep[-1] - keep[0] + 1 == keep.size:  # one run: the usual case
+        first = int(keep[0]) if keep.size else 0
+        return rb.slice(first, keep.size), batch_of[first : first + keep.size]
+    return rb.take(pa.array(keep)), batch_of[keep]

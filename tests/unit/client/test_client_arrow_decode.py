@@ -68,7 +68,7 @@ def test_corrupt_bytes_raise():
 
 def test_record_rows_are_sparks_layout():
     d = decode_fetched(_log(), start_offset=0)
-    rows = record_rows(d.batch, TopicPartition("t", 2), include_headers=True)
+    rows = record_rows(d.batch, [TopicPartition("t", 2)], [d.batch.num_rows], include_headers=True)
     assert rows.schema == RECORD_SCHEMA
     assert RECORD_SCHEMA.names == ["key", "value", "topic", "partition", "offset", "timestamp",
                                    "timestampType", "headers"]
@@ -78,10 +78,10 @@ def test_record_rows_are_sparks_layout():
     assert rows.column("timestamp").cast(pa.int64()).to_pylist() == [1_000_000] * 8
     assert rows.column("headers").to_pylist()[0] == []
     with_header = encode_batch([Record(value=b"v", headers=[("h", b"a")])], now_ms=1000)
-    one = record_rows(decode_fetched(with_header, start_offset=0).batch, TopicPartition("t", 2),
-                      include_headers=True)
+    one = record_rows(decode_fetched(with_header, start_offset=0).batch, [TopicPartition("t", 2)],
+                      [1], include_headers=True)
     assert one.column("headers").to_pylist() == [[{"key": "h", "value": b"a"}]]
-    bare = record_rows(d.batch, TopicPartition("t", 2), include_headers=False)
+    bare = record_rows(d.batch, [TopicPartition("t", 2)], [d.batch.num_rows], include_headers=False)
     assert bare.schema == record_schema(False) and "headers" not in bare.schema.names
     empty = decode_fetched(b"", start_offset=0)
-    assert record_rows(empty.batch, TopicPartition("t", 0), include_headers=True).num_rows == 0
+    assert record_rows(empty.batch, [TopicPartition("t", 0)], [0], include_headers=True).num_rows == 0

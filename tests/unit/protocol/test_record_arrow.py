@@ -161,3 +161,37 @@ def test_nine_byte_timestamp_deltas_in_a_run():
     recs = [Record(b"k" * 16, b"v" * 40, [], 0 if i == 0 else 2**61 + i) for i in range(200)]
     raw = encode_batch(recs)
     assert rows_of(ra.decode_batches_to_arrow(raw)) == expected_rows(raw)
+
+
+def _section_batches(base: int, n: int, compression: int = Compression.NONE) -> bytes:
+    return encode_batch([Record(b"k%d" % i, b"v%d-%d" % (base, i), timestamp=base + i)
+                         for i in range(n)], base_offset=base, compression=compression)
+
+
+@pytest.mark.parametrize("layout", ["one response", "one bytearray", "separate buffers",
+                                    "compressed"])
+def test_sections_decode_in_one_pass(layout):
+    """Several partitions' records (slices of one Fetch response, or not) in one decode:
+    each section's rows within its own bounds, section after section, with its count."""
+    codec = Compression.LZ4 if layout == "compressed" else Compression.NONE
+    parts = [_section_batches(0, 5) + _section_batches(5, 5, codec), b"",
+             _section_batches(100, 7, codec), _section_batches(40, 3)]
+    if layout == "separate buffers":
+        records = [memoryview(p) for p in parts]
+    else:  # slices of one bytes object, as the parsed Fetch response hands them over
+        whole = b"junk" + b"".join(parts) + b"tail"
+        if layout == "one bytearray":  # what the connection reads responses into
+            whole = bytearray(whole)
+        at, records = 4, []
+        for p in parts:
+            records.append(memoryview(whole)[at : at + len(p)])
+            at += len(p)
+    sections = [ra.Section(records[0], min_offset=3, end_offset=8), ra.Section(records[1]),
+                ra.Section(records[2], keep_batch=lambda v: True, min_offset=104),
+                ra.Section(records[3], end_offset=40)]
+    rb, counts = ra.decode_sections_to_arrow(sections)
+    assert counts.tolist() == [5, 0, 3, 0]
+    assert rb.column("offset").to_pylist() == [3, 4, 5, 6, 7, 104, 105, 106]
+    assert rb.column("value").to_pylist()[:5] == [b"v0-3", b"v0-4", b"v5-0", b"v5-1", b"v5-2"]
+    assert rb.column("value").to_pylist()[5:] == [b"v100-4", b"v100-5", b"v100-6"]
+    assert rb.column("timestamp").to_pylist()[5:] == [104, 105, 106]

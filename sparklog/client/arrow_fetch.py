@@ -81,11 +81,16 @@ class FetchedRows:
 @dataclass(frozen=True, slots=True)
 class FetchRange:
     """One partition's part of a fetch: offsets ``[start, end)``; ``end`` None reads up to
-    the high watermark (the last stable offset under read_committed)."""
+    the high watermark (the last stable offset under read_committed). ``max_bytes``: what
+    the broker may return for this partition (None: the fetch's ``max_bytes``). A Fetch
+    cannot say where to stop, so the broker sends data past ``end`` up to this limit, and
+    that data takes budget from the partitions after it: a caller that knows about how
+    many bytes are left before ``end`` asks for about that much."""
 
     tp: TopicPartition
     start: int
     end: int | None = None
+    max_bytes: int | None = None
 
 
 class FetchAhead:
@@ -153,7 +158,9 @@ class ArrowFetcher(SyncClient):
         isolation = parse_isolation(isolation_level)
 
         async def go() -> dict[TopicPartition, FetchedRows | OffsetOutOfRangeError]:
-            raw = await self._fetch_raw([(r.tp, r.start) for r in ranges], max_bytes,
+            raw = await self._fetch_raw(
+                [(r.tp, r.start, max_bytes if r.max_bytes is None else r.max_bytes)
+                 for r in ranges], max_bytes,
                                         isolation, timeout_ms,
                                         min(self.fetch_max_wait_ms, timeout_ms))
             return self._rows(ranges, raw, isolation, include_headers)
@@ -204,7 +211,7 @@ class ArrowFetcher(SyncClient):
         tp = TopicPartition(tp[0], tp[1])
 
         async def go() -> list[tuple[int, int]]:
-            p = (await self._fetch_raw([(tp, start_offset)], max_bytes,
+            p = (await self._fetch_raw([(tp, start_offset, max_bytes)], max_bytes,
                                        parse_isolation(isolation_level), timeout_ms, 0))[tp]
             if isinstance(p, OffsetOutOfRangeError):
                 raise p
@@ -213,16 +220,18 @@ class ArrowFetcher(SyncClient):
 
         return self._run(go(), timeout_ms / 1000 + 5)
 
-    async def _fetch_raw(self, wants: list[tuple[TopicPartition, int]], max_bytes: int,
+    async def _fetch_raw(self, wants: list[tuple[TopicPartition, int, int]], max_bytes: int,
                          isolation: int, timeout_ms: int, max_wait_ms: int,
                          ) -> dict[TopicPartition, Any]:
         """Each partition's part of the Fetch responses (FetchResponse.PartitionData), or
-        its OffsetOutOfRangeError: one request per leader broker, sent together. Retriable
+        its OffsetOutOfRangeError, for ``wants`` = (partition, offset, its max bytes): one
+        request per leader broker, sent together. Retriable
         errors (and a moved leader) are retried for the partitions that had them, until
         ``timeout_ms``."""
         client = self._client
-        pending = dict(wants)
+        pending = {tp: offset for tp, offset, _ in wants}
         assert len(pending) == len(wants), "one range per partition"
+        limits = {tp: limit for tp, _, limit in wants}
         out: dict[TopicPartition, Any] = {}
 
         async def from_leader(node: int, tps: list[TopicPartition]) -> Any:
@@ -230,7 +239,7 @@ class ArrowFetcher(SyncClient):
             for tp in tps:
                 topics.setdefault(tp.topic, []).append(FetchRequest.FetchPartition(
                     partition=tp.partition, fetch_offset=pending[tp],
-                    partition_max_bytes=max_bytes))
+                    partition_max_bytes=limits[tp]))
             req = FetchRequest(
                 replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=max_bytes,
                 isolation_level=isolation, session_id=0, session_epoch=-1,

@@ -39,6 +39,10 @@ def _new_fetcher(conf: dict[str, str]) -> ArrowFetcher:
 
 _FETCHERS: ClientCache[ArrowFetcher] = ClientCache(_new_fetcher)
 
+# Added to a partition's estimated bytes left when asking for them: the estimate is from
+# the decoded rows seen so far, and the batch holding a range's last offset is whole.
+_SLACK_BYTES = 64 * 2**10
+
 
 def _log_start(conf: dict[str, str], topic: str, partition: int, isolation: str) -> int:
     from sparklog.client import AdminClient, TopicPartition
@@ -64,12 +68,14 @@ def read_ranges(
     Spark takes the rows. Two ranges of the same partition are read one after the other.
     Partitions that got rows move to the back of the next round's request, so a fetch
     budget used up by the first partitions does not starve the rest. Once a round has
-    returned rows, a request lists only the partitions the fetch budget can serve (twice
-    ``fetch_bytes`` of the ranges left, at the bytes per row seen so far): the broker fills
-    partitions in order and answers the rest empty, and each listed partition costs the
-    broker a log lookup and both sides a response entry, so a task holding 100 partitions
-    would otherwise pay ~100 entries per round for the ~10 that get data. A round in which
-    no partition moves lists them all again; three such rounds in a row and the ranges
+    returned rows, the bytes per row seen so far estimate what each range has left: each
+    partition asks for about that much (plus ``_SLACK_BYTES``), since a Fetch cannot say
+    where to stop and the data past a range's end would take the budget of the partitions
+    after it (a task of 100 ranges of 2 500 offsets in partitions of 10 000 took 25 rounds
+    instead of 9); and a request lists only the partitions the budget can serve (twice
+    ``fetch_bytes`` of those estimates): the broker fills partitions in order and answers
+    the rest empty, and each listed partition costs the broker a log lookup and both sides
+    a response entry. A round in which no partition moves lists them all again; three such rounds in a row and the ranges
     left are treated as done (only control batches, aborted data or compacted-away offsets
     remained, or the data is not readable yet under read_committed).
     """
@@ -92,11 +98,14 @@ def read_ranges(
         want = []
         room = 2 * options.fetch_bytes
         for tp, (r, pos) in active.items():
-            want.append(FetchRange(tp, pos, r.end))
-            if not every and rows_seen:
-                room -= (r.end - pos) * bytes_seen // rows_seen
-                if room <= 0:
-                    break
+            if not rows_seen:
+                want.append(FetchRange(tp, pos, r.end))
+                continue
+            left = (r.end - pos) * bytes_seen // rows_seen  # about what is left to read
+            want.append(FetchRange(tp, pos, r.end, min(left + _SLACK_BYTES, options.fetch_bytes)))
+            room -= left
+            if room <= 0 and not every:
+                break
         ahead = fetcher.fetch_ahead(
             want,
             isolation_level=options.isolation_level,

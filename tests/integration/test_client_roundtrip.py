@@ -171,6 +171,29 @@ def test_arrow_fetch_many_partitions_in_one_request_per_broker(cluster, admin):
     c.close()
 
 
+def test_arrow_fetch_many_per_partition_max_bytes(cluster, admin):
+    """A range's ``max_bytes`` bounds what the broker returns for it (whole batches; the
+    first partition of a request always gets one), leaving the budget to the others."""
+    topic = _topic("limits")
+    admin.create_topics([NewTopic(topic, 2)])
+    with Producer({"bootstrap.servers": cluster.bootstrap_servers}) as p:
+        for part in range(2):
+            for _ in range(4):  # four batches of 10 records per partition
+                p.produce_arrow(topic, pa.array([b"x" * 100] * 10),
+                                partitions=pa.array([part] * 10, pa.int32()))
+                assert p.flush(10) == 0
+    tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    c = ArrowFetcher({"bootstrap.servers": cluster.bootstrap_servers})
+    got = c.fetch_many([FetchRange(tp0, 0, max_bytes=1), FetchRange(tp1, 0)],
+                       include_headers=False)
+    assert got[tp0].batch.column("offset").to_pylist() == list(range(10))
+    assert got[tp1].batch.num_rows == 40
+    got = c.fetch_many([FetchRange(tp1, 0), FetchRange(tp0, 0, max_bytes=1)],
+                       include_headers=False)
+    assert got[tp1].batch.num_rows == 40 and got[tp0].batch.num_rows == 0
+    c.close()
+
+
 def test_partitioner_matches_confluent_kafka_murmur2_random(cluster, admin):
     topic = _topic("parity")
     admin.create_topics([NewTopic(topic, 7)])

@@ -18,10 +18,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import numpy as np
 import pyarrow as pa
 
-from sparklog.protocol.record_arrow import Section, decode_sections_to_arrow
+from sparklog.protocol.record_arrow import DecodedSections, Section, decode_sections_to_arrow
 
 if TYPE_CHECKING:
     from sparklog.protocol.batch_header import BatchView
@@ -60,28 +59,28 @@ def decode_fetched(
     start_offset <= offset < end_offset; control batches and (read_committed) aborted
     transactions are dropped, batches from ``end_offset`` on are not decoded. A partial
     last batch is ignored."""
-    batch, _counts, next_offsets = decode_fetched_parts(
+    dec, next_offsets = decode_fetched_parts(
         [FetchedPart(records, start_offset, end_offset, read_committed, aborted)],
         verify_crc=verify_crc)
-    return DecodedFetch(batch, next_offsets[0])
+    return DecodedFetch(dec.wanted(0), next_offsets[0])
 
 
 def decode_fetched_parts(
     parts: Sequence[FetchedPart], *, verify_crc: bool = True
-) -> tuple[pa.RecordBatch, np.ndarray, list[int]]:
+) -> tuple[DecodedSections, list[int]]:
     """``decode_fetched`` for several partitions of one Fetch response in ONE decoder pass
-    (its set-up is paid once, not per partition): every part's rows, part after part, how
-    many rows each part has, and each part's next offset."""
+    (its set-up is paid once, not per partition): every part's rows, part after part
+    (``DecodedSections``), and each part's next offset."""
     scans = [_BatchScan(p.start_offset, p.end_offset, p.aborted if p.read_committed else None)
              for p in parts]
-    batch, counts = decode_sections_to_arrow(
+    dec = decode_sections_to_arrow(
         [Section(b"" if p.records is None else p.records, keep_batch=scan,
                  min_offset=p.start_offset, end_offset=p.end_offset)
          for p, scan in zip(parts, scans, strict=True)],
         verify_crc=verify_crc, skip_control=False)
     next_offsets = [scan.next_offset if p.end_offset is None else
                     min(scan.next_offset, p.end_offset) for p, scan in zip(parts, scans, strict=True)]
-    return batch, counts, next_offsets
+    return dec, next_offsets
 
 
 class _BatchScan:

@@ -193,14 +193,14 @@ class ArrowFetcher(SyncClient):
                 with_records.append(r)
                 parts.append(FetchedPart(p.records, r.start, end, isolation == 1, aborted))
         if parts:
-            batch, counts, next_offsets = decode_fetched_parts(parts, verify_crc=self.check_crcs)
-            rows = record_rows(batch, [r.tp for r in with_records], counts, include_headers)
-            at = 0
-            for r, n, nxt in zip(with_records, counts.tolist(), next_offsets, strict=True):
+            dec, next_offsets = decode_fetched_parts(parts, verify_crc=self.check_crcs)
+            rows = record_rows(dec.batch, [r.tp for r in with_records], dec.rows.tolist(),
+                               include_headers)
+            for r, first, n, nxt in zip(with_records, dec.first.tolist(), dec.count.tolist(),
+                                        next_offsets, strict=True):
                 p = raw[r.tp]
-                out[r.tp] = FetchedRows(rows.slice(at, n), nxt, p.high_watermark,
+                out[r.tp] = FetchedRows(rows.slice(first, n), nxt, p.high_watermark,
                                         p.log_start_offset, p.last_stable_offset)
-                at += n
         return {r.tp: out[r.tp] for r in ranges}
 
     def batch_sizes(self, tp: TopicPartition | tuple[str, int], start_offset: int, *,

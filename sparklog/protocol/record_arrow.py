@@ -77,6 +77,7 @@ from .records import decode_records
 __all__ = [
     "HEADERS_TYPE",
     "SMALL_INPUT_ROWS",
+    "DecodedSections",
     "Section",
     "arrow_schema",
     "decode_batch_to_arrow",
@@ -188,7 +189,6 @@ def _assemble_small(
                 raise InvalidRecordError(
                     "record offset delta outside its batch's lastOffsetDelta"
                 )
-        recs = [r for r in recs if m.lo <= r.offset < m.hi]
         rows.extend(recs)
         ts_types.extend([1 if m.lat else 0] * len(recs))
         batch_of.extend([i] * len(recs))
@@ -347,7 +347,13 @@ def decode_batches_to_arrow(
     found.add(buf if isinstance(buf, memoryview) else memoryview(buf), pos, end,
               allow_partial_tail=allow_partial_tail, keep_batch=keep_batch,
               lo=-_NO_END if min_offset is None else min_offset, hi=_NO_END, section=0)
-    return _assemble(found, topic=topic, partition=partition, binary_view=binary_view)[0]
+    rb, _batch_of, keep = _assemble(found, topic=topic, partition=partition,
+                                    binary_view=binary_view)
+    if keep is None:
+        return rb
+    if not keep.size or keep[-1] - keep[0] + 1 == keep.size:  # one run: the usual case
+        return rb.slice(int(keep[0]) if keep.size else 0, keep.size)
+    return rb.take(pa.array(keep))
 
 
 @dataclass(frozen=True, slots=True)
@@ -361,16 +367,29 @@ class Section:
     end_offset: int | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class DecodedSections:
+    """``decode_sections_to_arrow``'s rows: ``batch`` holds section after section, ``rows[i]``
+    of section i, and section i's wanted rows (within its bounds) are the ``count[i]`` from
+    ``first[i]`` on. Rows outside a section's bounds stay in ``batch`` when that spares a
+    copy of all of it: slicing the wanted rows out is free."""
+
+    batch: pa.RecordBatch
+    rows: np.ndarray
+    first: np.ndarray
+    count: np.ndarray
+
+    def wanted(self, i: int) -> pa.RecordBatch:
+        return self.batch.slice(int(self.first[i]), int(self.count[i]))
+
+
 def decode_sections_to_arrow(
     sections: Sequence[Section], *, verify_crc: bool = True, skip_control: bool = True,
-) -> tuple[pa.RecordBatch, np.ndarray]:
+) -> DecodedSections:
     """Several partitions' records (a Fetch response's) decoded in ONE pass: the numpy and
     Arrow set-up costs the same for one partition or a hundred, so a many-partition fetch
-    pays it once instead of once per partition.
-
-    Returns the rows of every section, section after section (``arrow_schema()`` columns),
-    and how many rows each section has. Partial last batches are dropped; the checks and
-    errors are ``decode_batches_to_arrow``'s."""
+    pays it once instead of once per partition. Partial last batches are dropped; the
+    checks and errors are ``decode_batches_to_arrow``'s."""
     found = _Batches(verify_crc=verify_crc, skip_control=skip_control)
     for i, sec in enumerate(sections):
         rec = sec.records
@@ -378,9 +397,20 @@ def decode_sections_to_arrow(
                   allow_partial_tail=True, keep_batch=sec.keep_batch,
                   lo=-_NO_END if sec.min_offset is None else sec.min_offset,
                   hi=_NO_END if sec.end_offset is None else sec.end_offset, section=i)
-    batch, kept_batch_of = _assemble(found, topic=None, partition=None, binary_view=False)
-    section_of = np.array([m.section for m in found.metas], dtype=np.int64)
-    return batch, np.bincount(section_of[kept_batch_of], minlength=len(sections))
+    rb, batch_of, keep = _assemble(found, topic=None, partition=None, binary_view=False)
+    k = len(sections)
+    section_of = np.array([m.section for m in found.metas], dtype=np.int64)[batch_of]
+    rows = np.bincount(section_of, minlength=k)
+    if keep is None:
+        return DecodedSections(rb, rows, np.cumsum(rows) - rows, rows)
+    count = np.bincount(section_of[keep], minlength=k)
+    ends = np.cumsum(count)
+    has = np.flatnonzero(count)
+    first = np.zeros(k, dtype=np.int64)
+    first[has] = keep[ends[has] - count[has]]
+    if (keep[ends[has] - 1] - first[has] + 1 == count[has]).all():  # each section one run
+        return DecodedSections(rb, rows, first, count)
+    return DecodedSections(rb.take(pa.array(keep)), count, ends - count, count)
 
 
 def decode_batch_to_arrow(
@@ -394,18 +424,19 @@ def decode_batch_to_arrow(
 
 def _assemble(
     found: _Batches, *, topic: str | None, partition: int | None, binary_view: bool,
-) -> tuple[pa.RecordBatch, np.ndarray]:
-    """The rows of ``found``'s batches within each batch's bounds, and the batch index of
-    each row."""
+) -> tuple[pa.RecordBatch, np.ndarray, np.ndarray | None]:
+    """Every record of ``found``'s batches, the batch index of each row, and the indices
+    of the rows within their batch's bounds (None: all of them)."""
     schema = arrow_schema(
         topic=topic is not None, partition=partition is not None, binary_view=binary_view
     )
     metas = found.metas
     if not metas:
-        return pa.RecordBatch.from_pylist([], schema=schema), np.zeros(0, dtype=np.int64)
+        return pa.RecordBatch.from_pylist([], schema=schema), np.zeros(0, dtype=np.int64), None
     data = found.data()
     if sum(m.count for m in metas) < SMALL_INPUT_ROWS:
-        return _assemble_small(data, metas, schema, topic, partition)
+        rb, batch_of = _assemble_small(data, metas, schema, topic, partition)
+        return rb, batch_of, _in_bounds(metas, rb.column("offset").to_numpy(), batch_of)
     buf = RecordsBuffer(data, pa.py_buffer(data))
     counts = np.array([m.count for m in metas], dtype=np.int64)
     seg_start = np.array([m.start for m in metas], dtype=np.int64)
@@ -467,12 +498,13 @@ def _assemble(
         cols.append(pa.array(np.full(n, partition, dtype=np.int32)))
     cols += [pa.array(offsets), pa.array(ts), pa.array(ts_type), headers]
     rb = pa.RecordBatch.from_arrays(cols, schema=schema)
+    return rb, batch_of, _in_bounds(metas, offsets, batch_of)
+
+
+def _in_bounds(metas: list[_BatchMeta], offsets: np.ndarray,
+               batch_of: np.ndarray) -> np.ndarray | None:
+    """Indices of the rows with lo <= offset < hi of their batch; None when that is all."""
     lo = np.array([m.lo for m in metas], dtype=np.int64)[batch_of]
     hi = np.array([m.hi for m in metas], dtype=np.int64)[batch_of]
     keep = np.flatnonzero((offsets >= lo) & (offsets < hi))
-    if keep.size == n:
-        return rb, batch_of
-    if not keep.size or keep[-1] - keep[0] + 1 == keep.size:  # one run: the usual case
-        first = int(keep[0]) if keep.size else 0
-        return rb.slice(first, keep.size), batch_of[first : first + keep.size]
-    return rb.take(pa.array(keep)), batch_of[keep]
+    return None if keep.size == len(offsets) else keep

@@ -189,8 +189,10 @@ def test_sections_decode_in_one_pass(layout):
     sections = [ra.Section(records[0], min_offset=3, end_offset=8), ra.Section(records[1]),
                 ra.Section(records[2], keep_batch=lambda v: True, min_offset=104),
                 ra.Section(records[3], end_offset=40)]
-    rb, counts = ra.decode_sections_to_arrow(sections)
-    assert counts.tolist() == [5, 0, 3, 0]
+    dec = ra.decode_sections_to_arrow(sections)
+    assert dec.count.tolist() == [5, 0, 3, 0]
+    assert sum(dec.rows.tolist()) == dec.batch.num_rows
+    rb = pa.concat_batches([dec.wanted(i) for i in range(4)])
     assert rb.column("offset").to_pylist() == [3, 4, 5, 6, 7, 104, 105, 106]
     assert rb.column("value").to_pylist()[:5] == [b"v0-3", b"v0-4", b"v5-0", b"v5-1", b"v5-2"]
     assert rb.column("value").to_pylist()[5:] == [b"v100-4", b"v100-5", b"v100-6"]

@@ -75,9 +75,11 @@ def read_ranges(
     instead of 9); and a request lists only the partitions the budget can serve (twice
     ``fetch_bytes`` of those estimates): the broker fills partitions in order and answers
     the rest empty, and each listed partition costs the broker a log lookup and both sides
-    a response entry. A round in which no partition moves lists them all again; three such rounds in a row and the ranges
-    left are treated as done (only control batches, aborted data or compacted-away offsets
-    remained, or the data is not readable yet under read_committed).
+    a response entry. A partition asked for too little gets nothing but keeps its place at
+    the front, where the broker's first batch of a request is always whole. A round in
+    which no partition moves lists them all again; three such rounds in a row and the
+    ranges left are treated as done (only control batches, aborted data or compacted-away
+    offsets remained, or the data is not readable yet under read_committed).
     """
     from sparklog.client import FetchAhead, FetchRange, TopicPartition
 

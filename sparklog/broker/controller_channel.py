@@ -17,13 +17,17 @@ its response's error code the same way whichever form the channel has.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
 from typing import Protocol
 
 from sparklog.broker.metadata_cache import MetadataRecord, PartitionInfo, TopicInfo
 from sparklog.broker.producer_ids import ProducerIdBlocks
 from sparklog.protocol.errors import KafkaError
 
-__all__ = ["ControllerChannel", "MetadataListener"]
+__all__ = ["AlterPartitionAnswer", "ControllerChannel", "MetadataListener"]
+
+AlterPartitionAnswer = PartitionInfo | Future[PartitionInfo]
+"""The committed partition now (an in-process controller) or later (over the network)."""
 
 MetadataListener = Callable[[list[MetadataRecord]], None]
 """Called with each batch of records the controller commits, in commit order."""
@@ -90,9 +94,11 @@ class ControllerChannel(ProducerIdBlocks, Protocol):
 
     def alter_partition(self, node_id: int, broker_epoch: int, topic: str, partition: int,
                         leader_epoch: int, partition_epoch: int,
-                        isr: list[int]) -> PartitionInfo:
+                        isr: list[int]) -> AlterPartitionAnswer:
         """AlterPartition: the leader ``node_id`` proposes ``isr`` for a partition it leads
-        at (``leader_epoch``, ``partition_epoch``); the answer is the committed partition.
+        at (``leader_epoch``, ``partition_epoch``); the answer is the committed partition,
+        now (in process) or as a future (over the network: the caller's loop must not wait
+        for the controller while it serves clients).
         Refused with FENCED_LEADER_EPOCH (stale leader epoch or not the leader),
         INVALID_UPDATE_VERSION (stale partition epoch) or INELIGIBLE_REPLICA (a member that
         is not a live replica)."""

@@ -7,20 +7,24 @@ forwards (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs with the wh
 config set, which is the channel's replace semantics). Metadata arrives by fetching
 ``__cluster_metadata``-0 from the controller (``metadata_wire``), long-polling.
 
-Threads: the ``ControllerChannel`` methods are synchronous and called on the broker's
-event loop. The network side runs on the channel's own ``EventLoopThread``: the metadata
-fetch loop and the heartbeat loop live there, and a write blocks the broker's loop for its
-round trip (writes are rare: topic changes, producer-id blocks, ISR changes): at most a
-couple of heartbeat intervals when the controller cannot be reached, after which the write
-fails with REQUEST_TIMED_OUT, which clients retry.
+Threads: the ``ControllerChannel`` methods are called on the broker's event loop. The
+network side runs on the channel's own ``EventLoopThread``: the metadata fetch loop and the
+heartbeat loop live there. ``alter_partition``, the write made while serving (ISR changes
+under load, when a broker or the controller may be down), never blocks the broker's loop:
+it returns a future the channel's thread completes. The other writes (rare: topic changes,
+producer-id blocks) block the broker's loop for their round trip: at most a couple of
+heartbeat intervals when the controller cannot be reached, after which the write fails
+with REQUEST_TIMED_OUT, which clients retry.
 
 Invariants:
 - listeners get every fetched record exactly once, in offset order, and only on the
   broker's loop (``_drain``); records are de-duplicated by offset, so the fetch loop and
   a write's catch-up may fetch the same range;
 - a write returns after the records it committed were delivered: the controller answers
-  after committing, and the write then fetches up to the stream's end (``_catch_up``), so
-  a handler reads its own change in the metadata cache;
+  after committing, and the write then fetches up to the stream's end (``_fetch_to_end``),
+  so a handler reads its own change in the metadata cache; an ``alter_partition`` future
+  completes after the fetch scheduled their delivery on the broker's loop, so its callback
+  (scheduled there after them) runs after they were applied;
 - after a controller restart (a new controller epoch: the fetch is refused with
   FENCED_LEADER_EPOCH) the stream is read again from offset 0, and listeners get one
   batch that turns the old picture into the new one: fences for brokers no longer live,
@@ -37,8 +41,8 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Coroutine, Mapping, Sequence
+from typing import Any, TypeVar
 
 from sparklog.broker.config import BrokerConfig
 from sparklog.broker.controller_channel import MetadataListener
@@ -72,6 +76,8 @@ from sparklog.protocol.schema import TopLevel
 log = logging.getLogger(__name__)
 
 __all__ = ["RpcControllerChannel"]
+
+T = TypeVar("T")
 
 _RELOAD = {int(ErrorCode.FENCED_LEADER_EPOCH), int(ErrorCode.UNKNOWN_LEADER_EPOCH),
            int(ErrorCode.OFFSET_OUT_OF_RANGE)}
@@ -169,7 +175,7 @@ class RpcControllerChannel:
         return self._thread.run(coro, timeout=timeout_s if timeout_s is not None
                                 else self._timeout_s + _FETCH_WAIT_MS / 1000)
 
-    def _spawn(self, coro: Any) -> concurrent.futures.Future[None]:
+    def _spawn(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         assert self._thread is not None, "channel is not open"
         return self._thread.spawn(coro)
 
@@ -319,13 +325,18 @@ class RpcControllerChannel:
 
     def _catch_up(self, *, deliver: bool = True) -> None:
         """Fetch until the stream's end as of now, then deliver what is pending."""
-        while True:
-            end = self._run(self._fetch_once("rpc", 0, self._write_s), self._write_s + 1)
-            with self._lock:
-                if end >= 0 and self._fetched >= end:
-                    break
+        self._run(self._fetch_to_end(), 2 * self._write_s + 1)
         if deliver:
             self._drain()
+
+    async def _fetch_to_end(self) -> None:
+        """Fetch (on the channel's loop) until the stream's end as of now."""
+        while True:
+            end = await asyncio.wait_for(self._fetch_once("rpc", 0, self._write_s),
+                                         self._write_s + 1)
+            with self._lock:
+                if end >= 0 and self._fetched >= end:
+                    return
 
     def _drain(self) -> None:
         with self._lock:
@@ -351,14 +362,27 @@ class RpcControllerChannel:
 
     # -- the channel's writes --------------------------------------------------------------
 
-    def _write(self, request: TopLevel) -> Any:
+    async def _write_on_channel(self, request: TopLevel) -> Any:
+        """``request``, then the stream up to its end (on the channel's loop); a controller
+        that does not answer within ``_write_s`` is REQUEST_TIMED_OUT, which clients retry."""
         try:
-            resp = self._run(self._send("rpc", request, timeout_ms=int(self._write_s * 1000),
-                                        retry_s=self._write_s), self._write_s + 1)
-            self._catch_up()
-        except (KafkaConnectionError, KafkaTimeoutError) as exc:
+            resp = await asyncio.wait_for(self._send(
+                "rpc", request, timeout_ms=int(self._write_s * 1000), retry_s=self._write_s),
+                self._write_s + 1)
+            await self._fetch_to_end()
+        except (KafkaConnectionError, KafkaTimeoutError, TimeoutError) as exc:
             raise RequestTimedOutError(
                 f"the controller at {self.host}:{self.port} did not answer: {exc}") from None
+        return resp
+
+    def _write(self, request: TopLevel) -> Any:
+        """A write that blocks the broker's loop until its records were delivered."""
+        try:
+            resp = self._run(self._write_on_channel(request), 3 * self._write_s + 3)
+        except KafkaTimeoutError as exc:
+            raise RequestTimedOutError(
+                f"the controller at {self.host}:{self.port} did not answer: {exc}") from None
+        self._drain()
         return resp
 
     def register_broker(self, node_id: int, host: str, port: int, rack: str | None = None) -> int:
@@ -400,9 +424,12 @@ class RpcControllerChannel:
         return resp.producer_id_start, resp.producer_id_len
 
     def alter_partition(self, node_id: int, broker_epoch: int, topic: str, partition: int,
-                        leader_epoch: int, partition_epoch: int, isr: list[int]) -> PartitionInfo:
-        """AlterPartition v3 for one partition; sent with this channel's current broker
-        epoch (``broker_epoch`` may predate a re-registration after a controller restart)."""
+                        leader_epoch: int, partition_epoch: int, isr: list[int]
+                        ) -> concurrent.futures.Future[PartitionInfo]:
+        """AlterPartition v3 for one partition, answered by the returned future (completed
+        on the channel's thread: the broker's loop goes on serving meanwhile); sent with
+        this channel's current broker epoch (``broker_epoch`` may predate a
+        re-registration after a controller restart)."""
         info = self._mirror.topic(topic)
         if info is None:
             raise UnknownTopicOrPartitionError(f"topic {topic!r} is not in the metadata")
@@ -411,14 +438,20 @@ class RpcControllerChannel:
             partition_index=partition, leader_epoch=leader_epoch, partition_epoch=partition_epoch,
             new_isr_with_epochs=[cls.TopicData.PartitionData.BrokerState(broker_id=b)
                                  for b in isr])
-        resp = self._write(cls(broker_id=node_id, broker_epoch=self.broker_epoch, topics=[
-            cls.TopicData(topic_name=topic, topic_id=info.topic_id, partitions=[part])]))
+        request = cls(broker_id=node_id, broker_epoch=self.broker_epoch, topics=[
+            cls.TopicData(topic_name=topic, topic_id=info.topic_id, partitions=[part])])
+        # the replicas as of the proposal: the mirror belongs to the broker's loop
+        replicas = list(info.partitions[partition].replicas) \
+            if partition in info.partitions else []
+        return self._spawn(self._alter_partition(request, topic, partition, replicas))
+
+    async def _alter_partition(self, request: TopLevel, topic: str, partition: int,
+                               replicas: list[int]) -> PartitionInfo:
+        resp = await self._write_on_channel(request)
         _raise_for(resp.error_code, "AlterPartition")
         got = resp.topics[0].partitions[0]
         _raise_for(got.error_code, f"AlterPartition {topic}-{partition}")
-        current = self._mirror.topic(topic)
-        replicas = current.partitions[partition].replicas if current is not None else []
-        return PartitionInfo(topic, partition, list(replicas), list(got.isr), got.leader_id,
+        return PartitionInfo(topic, partition, replicas, list(got.isr), got.leader_id,
                              got.leader_epoch, got.partition_epoch)
 
     def create_topic(self, name: str, num_partitions: int = -1, replication_factor: int = -1,

@@ -13,6 +13,9 @@ has not caught up for ``replica.lag.time.max.ms`` is dropped (``maybe_shrink_isr
 periodically by the broker), one that caught up is added back. While a change is in flight
 (``Partition.pending_isr``, one per partition) the HW respects both ISRs; the change takes
 effect when the committed record comes back (a refused one is retried on the next check).
+A controller in another process answers through a future: the answer is handled on the
+broker's loop when it arrives, so a slow or unreachable controller never stalls the
+clients this broker serves (an in-process controller answers at once).
 Clients that send a leader epoch are checked against ours (FENCED_LEADER_EPOCH when theirs
 is older, UNKNOWN_LEADER_EPOCH when newer), exactly as Kafka does. Internal topics refuse
 client produce; the broker's own coordinators write them with ``append_internal``.
@@ -24,12 +27,15 @@ in ``broker.partition``.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from sparklog.broker.controller_channel import AlterPartitionAnswer
 from sparklog.broker.metadata_cache import PartitionInfo
 from sparklog.broker.partition import Partition, Transition
 from sparklog.protocol.errors import (
@@ -84,7 +90,7 @@ class AlterPartition(Protocol):
 
     def alter_partition(self, node_id: int, broker_epoch: int, topic: str, partition: int,
                         leader_epoch: int, partition_epoch: int,
-                        isr: list[int]) -> PartitionInfo: ...
+                        isr: list[int]) -> AlterPartitionAnswer: ...
 
 
 class ReplicaManager:
@@ -267,25 +273,49 @@ class ReplicaManager:
         """Propose ``isr`` to the controller: one change in flight per partition; a refused
         one is retried by the next check after ``ISR_RETRY_MS``."""
         key = (p.topic, p.partition)
-        now = self._time_ms()
         if self._isr_channel is None or p.pending_isr is not None \
-                or now < self._isr_retry_at.get(key, 0):
+                or self._time_ms() < self._isr_retry_at.get(key, 0):
             return
         p.pending_isr = isr
         try:
-            info = self._isr_channel.alter_partition(self.node_id, self.broker_epoch, p.topic,
-                                                     p.partition, p.leader_epoch,
-                                                     p.partition_epoch, isr)
+            answer = self._isr_channel.alter_partition(self.node_id, self.broker_epoch, p.topic,
+                                                       p.partition, p.leader_epoch,
+                                                       p.partition_epoch, isr)
         except KafkaError as exc:
+            self._isr_refused(p, isr, exc)
+            return
+        if isinstance(answer, concurrent.futures.Future):
+            loop = asyncio.get_running_loop()
+            answer.add_done_callback(
+                lambda fut: loop.call_soon_threadsafe(self._isr_answered, p, isr, fut))
+        else:
+            self._isr_committed(p, isr, answer)
+
+    def _isr_answered(self, p: Partition, isr: list[int],
+                      fut: concurrent.futures.Future[PartitionInfo]) -> None:
+        """The controller's later answer to proposing ``isr`` (on the broker's loop)."""
+        try:
+            info = fut.result()
+        except KafkaError as exc:
+            self._isr_refused(p, isr, exc)
+        except (Exception, concurrent.futures.CancelledError) as exc:  # the channel closed
+            log.warning("%s-%d: ISR change to %s failed: %r", p.topic, p.partition, isr, exc)
+            self._isr_refused(p, isr, None)
+        else:
+            self._isr_committed(p, isr, info)
+
+    def _isr_refused(self, p: Partition, isr: list[int], exc: KafkaError | None) -> None:
+        if exc is not None:
             log.info("%s-%d: ISR change to %s refused: %s (%s)", p.topic, p.partition, isr,
                      exc.error_code.name, exc)
-            self._isr_retry_at[key] = now + ISR_RETRY_MS
-            if p.pending_isr is isr:
-                p.pending_isr = None
-            return
+        self._isr_retry_at[(p.topic, p.partition)] = self._time_ms() + ISR_RETRY_MS
         if p.pending_isr is isr:
             p.pending_isr = None
-        if self._partitions.get(key) is p:
+
+    def _isr_committed(self, p: Partition, isr: list[int], info: PartitionInfo) -> None:
+        if p.pending_isr is isr:
+            p.pending_isr = None
+        if self._partitions.get((p.topic, p.partition)) is p:
             # the committed record (the metadata feed brings it too; applying twice is a no-op)
             self.apply_partition_state(p.topic, p.topic_id, p.partition, info.leader,
                                        info.leader_epoch, info.partition_epoch, info.replicas,

@@ -139,6 +139,33 @@ def test_a_restarted_controller_is_reloaded_and_heartbeats_go_on(controller):
     _on_loop(body, _channel(controller))
 
 
+def test_alter_partition_answers_later_and_the_loop_goes_on_meanwhile(controller):
+    async def body(ch: RpcControllerChannel, cache: MetadataCache, batches) -> None:
+        ch.register_broker(1, "127.0.0.1", 1111)
+        p = ch.create_topic("isr", 1, 1).partitions[0]
+        got = await asyncio.wrap_future(ch.alter_partition(
+            1, ch.broker_epoch, "isr", 0, p.leader_epoch, p.partition_epoch, [1]))
+        assert (got.leader, got.isr, got.replicas) == (1, [1], [1])
+        # the committed record was scheduled on this loop before the answer
+        await _until(lambda: cache.topic("isr").partitions[0].partition_epoch
+                     == got.partition_epoch)
+        controller.kill()
+        # the controller is gone: the proposal fails as a retriable timeout, and this loop
+        # serves on while it waits (a blocking write would stall it for seconds)
+        answer = ch.alter_partition(1, ch.broker_epoch, "isr", 0, got.leader_epoch,
+                                    got.partition_epoch, [1])
+        started, ticks = time.monotonic(), 0
+        while not answer.done():
+            assert time.monotonic() - started < 10
+            ticks += 1
+            await asyncio.sleep(0.01)
+        assert time.monotonic() - started > 1 and ticks > 50
+        with pytest.raises(RequestTimedOutError):
+            answer.result()
+
+    _on_loop(body, _channel(controller))
+
+
 def test_controller_apis_on_the_wire(controller, kafka_wire):
     """The controller process's own answers, request by request: registration epochs,
     heartbeats of a stale registration, AlterPartition's checks that come before the

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -14,12 +14,26 @@ SESSION_MS = 3000
 CLUSTER_CONFIG = {"broker.session.timeout.ms": str(SESSION_MS),
                   "broker.heartbeat.interval.ms": "500",
                   "group.initial.rebalance.delay.ms": "0"}
+# fault tests: a follower that stopped fetching leaves the ISR within seconds, and one
+# whose leader went away tries the next one soon
+LAG_MS = 2000
+FAULT_CONFIG = {**CLUSTER_CONFIG, "replica.lag.time.max.ms": str(LAG_MS),
+                "replica.fetch.backoff.ms": "200"}
 
 
-@pytest.fixture
-def local_cluster(tmp_path: Path) -> Iterator[ClusterProcesses]:
-    cluster = ClusterProcesses(tmp_path, brokers=3, config=CLUSTER_CONFIG)
+def _cluster(tmp_path: Path, config: Mapping[str, str]) -> Iterator[ClusterProcesses]:
+    cluster = ClusterProcesses(tmp_path, brokers=3, config=config)
     try:
         yield cluster.start()
     finally:
         cluster.stop()
+
+
+@pytest.fixture
+def local_cluster(tmp_path: Path) -> Iterator[ClusterProcesses]:
+    yield from _cluster(tmp_path, CLUSTER_CONFIG)
+
+
+@pytest.fixture
+def fault_cluster(tmp_path: Path) -> Iterator[ClusterProcesses]:
+    yield from _cluster(tmp_path, FAULT_CONFIG)

@@ -17,7 +17,7 @@ from tests.helpers.kafka_clients import Msg
 from tests.helpers.net import free_port
 from tests.helpers.servers import ServerProcess
 
-__all__ = ["CONTROLLER_ID", "ClusterProcesses", "Delivery", "delivery_report"]
+__all__ = ["CONTROLLER_ID", "ClusterProcesses", "Delivery", "delivery_report", "partition_states"]
 
 CONTROLLER_ID = 0
 
@@ -62,6 +62,14 @@ class ClusterProcesses:
         finally:
             for node in (*self.brokers.values(), self.controller):
                 node.kill()
+
+
+def partition_states(bootstrap: str, topic: str) -> dict[int, tuple[int, list[int]]]:
+    """Each partition's (leader, sorted ISR) as confluent-kafka's metadata shows them."""
+    from confluent_kafka.admin import AdminClient
+
+    meta = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
+    return {p.id: (p.leader, sorted(p.isrs)) for p in meta.topics[topic].partitions.values()}
 
 
 @dataclass(frozen=True)

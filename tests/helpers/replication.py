@@ -1,9 +1,11 @@
 """Checking what a replicated cluster acknowledged: a confluent-kafka producer that records
-every acknowledged record, and the count of acknowledged records lost, duplicated and
-reordered per partition in what a consumer reads back (each must be 0)."""
+every acknowledged record (``AckedProducer`` for a fixed list, ``ProducerLoad`` for a steady
+load on a thread while faults happen), and the count of acknowledged records lost,
+duplicated and reordered per partition in what a consumer reads back (each must be 0)."""
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -11,7 +13,7 @@ from typing import Any
 
 from tests.helpers.kafka_clients import DEADLINE_S, Msg, ck_consume
 
-__all__ = ["AckedProducer", "Damage", "damage"]
+__all__ = ["AckedProducer", "Damage", "ProducerLoad", "damage", "records_to_end"]
 
 
 class AckedProducer:
@@ -44,6 +46,52 @@ class AckedProducer:
     def acked_values(self, partition: int) -> list[bytes]:
         return [v for _, v in sorted(self.acked.get(partition, []))]
 
+    def acked_count(self) -> int:
+        return sum(len(a) for a in self.acked.values())
+
+
+class ProducerLoad(AckedProducer):
+    """A steady acks=all load on a thread (``with ProducerLoad(...) as load:``): values
+    ``<prefix><n>`` round-robin over the partitions, ``rate`` records a second at most, each
+    acknowledged one recorded; leaving the block stops producing and waits for every
+    answer. ``errors`` holds the delivery errors (a retriable one is retried by the client
+    until ``message.timeout.ms``, so any that arrives is final)."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, rate: int = 1000,
+                 prefix: bytes = b"", **conf: Any) -> None:
+        super().__init__(bootstrap, topic, **conf)
+        self.partitions = partitions
+        self._prefix = prefix
+        self._interval = 50 / rate  # seconds per round of 50 records
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"load-{topic}", daemon=True)
+        self.sent = 0
+
+    def __enter__(self) -> ProducerLoad:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for _ in range(50):
+                self._producer.produce(self.topic, value=b"%s%d" % (self._prefix, self.sent),
+                                       partition=self.sent % self.partitions,
+                                       on_delivery=self._on_delivery)
+                self.sent += 1
+            self._producer.poll(0)
+            self._stop.wait(self._interval)
+
+    def stop(self) -> None:
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        self._thread.join(10)
+        left = self._producer.flush(DEADLINE_S)
+        assert left == 0, f"{left} records never answered"
+
 
 @dataclass
 class Damage:
@@ -58,10 +106,12 @@ class Damage:
 
 
 def damage(bootstrap: str, topic: str, partitions: int, producer: AckedProducer,
-           expected_total: int) -> tuple[Damage, list[Msg]]:
-    """Read every partition from the start and count, per partition, acknowledged values
-    missing (lost), read more than once (duplicated), or read out of acknowledgement order
-    (reordered)."""
+           expected_total: int | None = None) -> tuple[Damage, list[Msg]]:
+    """Read every partition from the start (``expected_total`` records; None: up to the
+    high watermarks) and count, per partition, acknowledged values missing (lost), read
+    more than once (duplicated), or read out of acknowledgement order (reordered)."""
+    if expected_total is None:
+        expected_total = records_to_end(bootstrap, topic, partitions)
     got = ck_consume(bootstrap, topic, partitions, expected_total)
     out = Damage()
     for part in range(partitions):
@@ -76,3 +126,17 @@ def damage(bootstrap: str, topic: str, partitions: int, producer: AckedProducer,
         positions = [first[v] for v in acked if v in first]
         out.reordered[part] = sum(1 for a, b in pairwise(positions) if b < a)
     return out, got
+
+
+def records_to_end(bootstrap: str, topic: str, partitions: int) -> int:
+    """How many records ``topic`` holds below each partition's high watermark now, records
+    written but never acknowledged included."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"records-to-end-{topic}"})
+    try:
+        return sum(hi - lo for lo, hi in (
+            c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            for p in range(partitions)))
+    finally:
+        c.close()

@@ -1,0 +1,166 @@
+"""Replication under faults with real processes: a controller and three broker processes,
+a confluent-kafka load (acks=all, idempotence) on a replicated topic (RF 3,
+min.insync.replicas 2) while brokers are killed, paused, stopped and the controller
+restarts. Each test ends by reading the topic back with confluent-kafka and counting the
+acknowledged records lost, duplicated and reordered per partition: each must be 0."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Callable
+
+import pytest
+
+from tests.cluster.conftest import LAG_MS, SESSION_MS
+from tests.helpers.cluster import ClusterProcesses, partition_states
+from tests.helpers.kafka_clients import create_topic
+from tests.helpers.polling import wait_for
+from tests.helpers.replication import AckedProducer, ProducerLoad, damage
+
+pytestmark = pytest.mark.timeout(90)
+
+TOPIC = "load"
+PARTITIONS = 3
+BROKERS = (1, 2, 3)
+# a broker gone is fenced within its session, and its partitions get new leaders then
+MOVE_S = SESSION_MS / 1000 + 10
+
+
+def _create(cluster: ClusterProcesses) -> None:
+    create_topic(cluster.bootstrap_servers, TOPIC, PARTITIONS, 3,
+                 {"min.insync.replicas": "2"})
+    wait_for(lambda: _all(cluster, lambda leader, isr: leader > 0 and len(isr) == 3), 20,
+             "every partition led, ISR of 3")
+
+
+def _states(cluster: ClusterProcesses) -> dict[int, tuple[int, list[int]]]:
+    return partition_states(cluster.bootstrap_servers, TOPIC)
+
+
+def _all(cluster: ClusterProcesses, cond: Callable[[int, list[int]], bool]) -> bool:
+    return all(cond(leader, isr) for leader, isr in _states(cluster).values())
+
+
+def _acks_grow(load: AckedProducer, n: int = 300, timeout: float = 20) -> None:
+    """Wait until ``n`` more records were acknowledged: the cluster takes writes."""
+    mark = load.acked_count()
+    wait_for(lambda: load.acked_count() >= mark + n, timeout, f"{n} more acks")
+
+
+def _isr_back(cluster: ClusterProcesses) -> None:
+    wait_for(lambda: _all(cluster, lambda leader, isr: leader > 0 and isr == list(BROKERS)),
+             30, "every ISR back to 3")
+
+
+def _intact(cluster: ClusterProcesses, *producers: AckedProducer) -> None:
+    for producer in producers:
+        assert producer.acked_count() > 0
+        dmg, _ = damage(cluster.bootstrap_servers, TOPIC, PARTITIONS, producer)
+        assert dmg.none, dmg
+
+
+def test_leader_sigkill_under_load_then_restart_rejoins(fault_cluster: ClusterProcesses):
+    _create(fault_cluster)
+    with ProducerLoad(fault_cluster.bootstrap_servers, TOPIC, PARTITIONS) as load:
+        _acks_grow(load)
+        leader = _states(fault_cluster)[0][0]
+        fault_cluster.brokers[leader].kill()
+        wait_for(lambda: _all(fault_cluster, lambda ld, isr: ld not in (leader, -1)), MOVE_S,
+                 f"partitions led by others than {leader}")
+        _acks_grow(load)
+        fault_cluster.brokers[leader].start()
+        _isr_back(fault_cluster)
+        _acks_grow(load)
+    assert not load.errors, load.errors[:5]
+    _intact(fault_cluster, load)
+
+
+def test_paused_leader_is_fenced_and_never_acks_stale_writes(fault_cluster: ClusterProcesses):
+    _create(fault_cluster)
+    with ProducerLoad(fault_cluster.bootstrap_servers, TOPIC, PARTITIONS) as load:
+        _acks_grow(load)
+        zombie = _states(fault_cluster)[0][0]
+        node = fault_cluster.brokers[zombie]
+        assert node.proc is not None
+        others = ",".join(fault_cluster.brokers[b].bootstrap_servers
+                          for b in BROKERS if b != zombie)
+        os.kill(node.proc.pid, signal.SIGSTOP)
+        try:
+            wait_for(lambda: all(ld not in (zombie, -1) for ld, _ in
+                                 partition_states(others, TOPIC).values()), MOVE_S,
+                     f"partitions moved off the paused broker {zombie}")
+            _acks_grow(load)
+        finally:
+            os.kill(node.proc.pid, signal.SIGCONT)
+        # a client that only knows the zombie: whatever it acknowledges must survive
+        with ProducerLoad(node.bootstrap_servers, TOPIC, PARTITIONS, prefix=b"z",
+                          **{"message.timeout.ms": 10000}) as stale:
+            _acks_grow(load)
+        _isr_back(fault_cluster)
+        _acks_grow(load)
+    assert not load.errors, load.errors[:5]
+    _intact(fault_cluster, load, stale)
+
+
+def test_follower_kills_shrink_the_isr_then_not_enough_replicas(fault_cluster: ClusterProcesses):
+    from confluent_kafka import KafkaError, Producer
+
+    _create(fault_cluster)
+    leader = _states(fault_cluster)[0][0]
+    first, second = (b for b in BROKERS if b != leader)
+    with ProducerLoad(fault_cluster.bootstrap_servers, TOPIC, PARTITIONS) as load:
+        _acks_grow(load)
+        fault_cluster.brokers[first].kill()
+        wait_for(lambda: _states(fault_cluster)[0][1] == sorted([leader, second]),
+                 LAG_MS / 1000 + MOVE_S, f"{first} out of partition 0's ISR")
+        _acks_grow(load)  # min ISR 2: writes go on
+    assert not load.errors, load.errors[:5]
+    fault_cluster.brokers[second].kill()
+    wait_for(lambda: _states(fault_cluster)[0] == (leader, [leader]),
+             LAG_MS / 1000 + MOVE_S, f"partition 0's ISR down to its leader {leader}")
+    errors: list[KafkaError] = []
+    probe = Producer({"bootstrap.servers": fault_cluster.bootstrap_servers, "acks": "all",
+                      "retries": 0, "enable.idempotence": False})
+    probe.produce(TOPIC, b"refused", partition=0, on_delivery=lambda err, _: errors.append(err))
+    assert probe.flush(30) == 0
+    assert [e.code() for e in errors] == [KafkaError.NOT_ENOUGH_REPLICAS], errors
+    fault_cluster.brokers[first].start()
+    fault_cluster.brokers[second].start()
+    _isr_back(fault_cluster)
+    _intact(fault_cluster, load)
+
+
+def test_controller_restart_mid_load(fault_cluster: ClusterProcesses):
+    _create(fault_cluster)
+    with ProducerLoad(fault_cluster.bootstrap_servers, TOPIC, PARTITIONS) as load:
+        _acks_grow(load)
+        fault_cluster.controller.kill()
+        _acks_grow(load)  # the data plane needs no controller while nothing changes
+        fault_cluster.controller.start()
+        _acks_grow(load)
+        leader = _states(fault_cluster)[0][0]
+        fault_cluster.brokers[leader].kill()  # the restarted controller moves leaders
+        wait_for(lambda: _all(fault_cluster, lambda ld, isr: ld not in (leader, -1)), MOVE_S,
+                 f"partitions led by others than {leader}")
+        _acks_grow(load)
+        fault_cluster.brokers[leader].start()
+        _isr_back(fault_cluster)
+    assert not load.errors, load.errors[:5]
+    _intact(fault_cluster, load)
+
+
+def test_controlled_shutdown_moves_leaders_without_errors(fault_cluster: ClusterProcesses):
+    _create(fault_cluster)
+    with ProducerLoad(fault_cluster.bootstrap_servers, TOPIC, PARTITIONS) as load:
+        _acks_grow(load)
+        leader = _states(fault_cluster)[0][0]
+        assert fault_cluster.brokers[leader].stop() == 0
+        assert _all(fault_cluster, lambda ld, isr: ld not in (leader, -1))  # moved at once
+        _acks_grow(load)
+        fault_cluster.brokers[leader].start()
+        _isr_back(fault_cluster)
+        _acks_grow(load)
+    # retriable errors are retried by the client: any delivery error is a failure
+    assert not load.errors, load.errors[:5]
+    _intact(fault_cluster, load)

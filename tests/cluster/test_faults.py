@@ -12,9 +12,13 @@ from collections.abc import Callable
 
 import pytest
 
+from sparklog.broker.group.records import partition_for_group
+from sparklog.protocol.internal_topics import CONSUMER_OFFSETS
 from tests.cluster.conftest import LAG_MS, SESSION_MS
+from tests.helpers.cli import ok, run
 from tests.helpers.cluster import ClusterProcesses, partition_states
-from tests.helpers.kafka_clients import create_topic
+from tests.helpers.groups import ConfluentMember, check_exactly_once, end_offsets, produce
+from tests.helpers.kafka_clients import committed_offsets, create_topic
 from tests.helpers.polling import wait_for
 from tests.helpers.replication import AckedProducer, ProducerLoad, damage
 
@@ -27,11 +31,11 @@ BROKERS = (1, 2, 3)
 MOVE_S = SESSION_MS / 1000 + 10
 
 
-def _create(cluster: ClusterProcesses) -> None:
-    create_topic(cluster.bootstrap_servers, TOPIC, PARTITIONS, 3,
+def _create(cluster: ClusterProcesses, rf: int = 3) -> None:
+    create_topic(cluster.bootstrap_servers, TOPIC, PARTITIONS, rf,
                  {"min.insync.replicas": "2"})
-    wait_for(lambda: _all(cluster, lambda leader, isr: leader > 0 and len(isr) == 3), 20,
-             "every partition led, ISR of 3")
+    wait_for(lambda: _all(cluster, lambda leader, isr: leader > 0 and len(isr) == rf), 20,
+             f"every partition led, ISR of {rf}")
 
 
 def _states(cluster: ClusterProcesses) -> dict[int, tuple[int, list[int]]]:
@@ -164,3 +168,88 @@ def test_controlled_shutdown_moves_leaders_without_errors(fault_cluster: Cluster
     # retriable errors are retried by the client: any delivery error is a failure
     assert not load.errors, load.errors[:5]
     _intact(fault_cluster, load)
+
+
+def test_a_leader_with_an_unreplicated_tail_comes_back_and_truncates(
+        fault_cluster: ClusterProcesses):
+    """KIP-101: the leader takes records (acks=1) its paused followers never fetch, dies;
+    one of them leads, takes other records at those offsets; the old leader comes back as a
+    follower, truncates its tail and copies the new leader's records."""
+    from confluent_kafka import Producer
+
+    _create(fault_cluster)
+    acked = AckedProducer(fault_cluster.bootstrap_servers, TOPIC)
+    acked.send([b"a%d" % i for i in range(200)])
+    old, isr = _states(fault_cluster)[0]
+    assert isr == list(BROKERS)
+    followers = [fault_cluster.brokers[b] for b in BROKERS if b != old]
+    pids = [f.proc.pid for f in followers if f.proc is not None]
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        # fewer than replica.lag.time.max.ms paused: they stay in the ISR, so one leads next
+        tail = Producer({"bootstrap.servers": fault_cluster.brokers[old].bootstrap_servers,
+                         "acks": 1})
+        for i in range(50):
+            tail.produce(TOPIC, b"tail%d" % i, partition=0)
+        assert tail.flush(LAG_MS / 2000) == 0
+        fault_cluster.brokers[old].kill()
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
+    wait_for(lambda: _states(fault_cluster)[0][0] not in (old, -1), MOVE_S,
+             "a follower leads partition 0")
+    acked.send([b"b%d" % i for i in range(200)])  # at the offsets of the old leader's tail
+    fault_cluster.brokers[old].start()
+    _isr_back(fault_cluster)
+    # only the old leader left: it leads and serves what it has; nothing of its tail
+    for b in BROKERS:
+        if b != old:
+            fault_cluster.brokers[b].kill()
+    wait_for(lambda: _states(fault_cluster)[0][0] == old, MOVE_S, f"{old} leads again")
+    dmg, got = damage(fault_cluster.bootstrap_servers, TOPIC, PARTITIONS, acked)
+    assert dmg.none, dmg
+    assert not [m.value for m in got if m.value is not None and m.value.startswith(b"tail")]
+
+
+def test_reassignment_under_load(fault_cluster: ClusterProcesses):
+    """Partition 0 (RF 2) moves off its leader to the third broker while the load runs."""
+    _create(fault_cluster, rf=2)
+    leader, isr = _states(fault_cluster)[0]
+    target = next(b for b in BROKERS if b not in isr)
+    stays = next(b for b in isr if b != leader)
+    with ProducerLoad(fault_cluster.bootstrap_servers, TOPIC, PARTITIONS) as load:
+        _acks_grow(load)
+        ok(run("topics", "reassign", "--topic", TOPIC, "--partition", "0", "--replicas",
+               f"{target},{stays}", "--bootstrap-server", fault_cluster.bootstrap_servers))
+        wait_for(lambda: _states(fault_cluster)[0] == (target, sorted([target, stays])), 30,
+                 f"partition 0 on {target},{stays} led by {target}")
+        _acks_grow(load)
+    assert not load.errors, load.errors[:5]
+    _intact(fault_cluster, load)
+
+
+def test_a_group_keeps_exactly_once_per_commit_through_a_coordinator_move(
+        fault_cluster: ClusterProcesses):
+    """A confluent-kafka member committing as it goes while its coordinator's broker shuts
+    down: the coordinator moves with the offsets partition's leadership, every record is
+    consumed once, and the commits end at the end of every partition."""
+    bs = fault_cluster.bootstrap_servers
+    create_topic(bs, "eo", PARTITIONS, 3, {"min.insync.replicas": "2"})
+    produced = produce(bs, "eo", 600)
+    member = ConfluentMember("m1", bs, "eo-group", "eo")
+    member.throttle.set()
+    member.start()
+    try:
+        wait_for(lambda: len(member.records) >= 100, 30, "the member consuming")
+        offsets = partition_states(bs, CONSUMER_OFFSETS)
+        coordinator = offsets[partition_for_group("eo-group", len(offsets))][0]
+        assert fault_cluster.brokers[coordinator].stop() == 0
+        member.throttle.clear()
+        bs = fault_cluster.bootstrap_servers
+        produced.update(produce(bs, "eo", 600, start=600))
+        wait_for(lambda: len(member.records) >= 1200, 45, "every record consumed")
+    finally:
+        member.stop()
+    check_exactly_once(produced, [member])
+    assert committed_offsets(bs, "eo-group", "eo", range(PARTITIONS)) == end_offsets(produced)

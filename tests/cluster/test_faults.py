@@ -184,12 +184,14 @@ def test_a_leader_with_an_unreplicated_tail_comes_back_and_truncates(
     assert isr == list(BROKERS)
     followers = [fault_cluster.brokers[b] for b in BROKERS if b != old]
     pids = [f.proc.pid for f in followers if f.proc is not None]
+    tail = Producer({"bootstrap.servers": fault_cluster.brokers[old].bootstrap_servers,
+                     "acks": 1})
+    tail.produce(TOPIC, b"connected", partition=0)  # metadata and connection ready
+    assert tail.flush(10) == 0
     for pid in pids:
         os.kill(pid, signal.SIGSTOP)
     try:
         # fewer than replica.lag.time.max.ms paused: they stay in the ISR, so one leads next
-        tail = Producer({"bootstrap.servers": fault_cluster.brokers[old].bootstrap_servers,
-                         "acks": 1})
         for i in range(50):
             tail.produce(TOPIC, b"tail%d" % i, partition=0)
         assert tail.flush(LAG_MS / 2000) == 0

@@ -57,6 +57,18 @@ def _isr_back(cluster: ClusterProcesses) -> None:
              30, "every ISR back to 3")
 
 
+def _kill_a_leader_and_restart_it(cluster: ClusterProcesses, load: AckedProducer) -> None:
+    """SIGKILL partition 0's leader; its partitions move, writes go on; restarted, it
+    rejoins every ISR."""
+    leader = _states(cluster)[0][0]
+    cluster.brokers[leader].kill()
+    wait_for(lambda: _all(cluster, lambda ld, isr: ld not in (leader, -1)), MOVE_S,
+             f"partitions led by others than {leader}")
+    _acks_grow(load)
+    cluster.brokers[leader].start()
+    _isr_back(cluster)
+
+
 def _intact(cluster: ClusterProcesses, *producers: AckedProducer) -> None:
     for producer in producers:
         assert producer.acked_count() > 0
@@ -68,13 +80,7 @@ def test_leader_sigkill_under_load_then_restart_rejoins(fault_cluster: ClusterPr
     _create(fault_cluster)
     with ProducerLoad(fault_cluster.bootstrap_servers, TOPIC, PARTITIONS) as load:
         _acks_grow(load)
-        leader = _states(fault_cluster)[0][0]
-        fault_cluster.brokers[leader].kill()
-        wait_for(lambda: _all(fault_cluster, lambda ld, isr: ld not in (leader, -1)), MOVE_S,
-                 f"partitions led by others than {leader}")
-        _acks_grow(load)
-        fault_cluster.brokers[leader].start()
-        _isr_back(fault_cluster)
+        _kill_a_leader_and_restart_it(fault_cluster, load)
         _acks_grow(load)
     assert not load.errors, load.errors[:5]
     _intact(fault_cluster, load)
@@ -143,13 +149,7 @@ def test_controller_restart_mid_load(fault_cluster: ClusterProcesses):
         _acks_grow(load)  # the data plane needs no controller while nothing changes
         fault_cluster.controller.start()
         _acks_grow(load)
-        leader = _states(fault_cluster)[0][0]
-        fault_cluster.brokers[leader].kill()  # the restarted controller moves leaders
-        wait_for(lambda: _all(fault_cluster, lambda ld, isr: ld not in (leader, -1)), MOVE_S,
-                 f"partitions led by others than {leader}")
-        _acks_grow(load)
-        fault_cluster.brokers[leader].start()
-        _isr_back(fault_cluster)
+        _kill_a_leader_and_restart_it(fault_cluster, load)  # the new controller moves them
     assert not load.errors, load.errors[:5]
     _intact(fault_cluster, load)
 

@@ -232,11 +232,20 @@ class AsyncClient:
         return await self.send(conn, request, **kw)
 
     async def send_controller(self, request: Any, **kw: Any) -> Any:
+        """Send to the broker the metadata names as controller (every broker forwards
+        controller writes). A cached controller that died is not final: the metadata is
+        refreshed from a live broker and the request goes where it now points."""
         if self.metadata.controller_id < 0 or not self.metadata.brokers:
             await self.refresh_metadata([])
         cid = self.metadata.controller_id
         if cid >= 0 and cid in self.metadata.brokers:
-            return await self.send_node(cid, request, **kw)
+            try:
+                return await self.send_node(cid, request, **kw)
+            except (KafkaConnectionError, KafkaTimeoutError):
+                await self.refresh_metadata([])
+                cid = self.metadata.controller_id
+                if cid >= 0 and cid in self.metadata.brokers:
+                    return await self.send_node(cid, request, **kw)
         return await self.send_any(request, **kw)
 
     # ------------------------------------------------------------------ metadata

@@ -187,3 +187,18 @@ def test_reassignment_is_forwarded_listed_cancelled(local_cluster: ClusterProces
            ",".join(map(str, reversed(before.replicas))), "--bootstrap-server", bs1))
     after = _metadata(bs1, "order").topics["order"].partitions[0]
     assert after.replicas == list(reversed(before.replicas)) and after.leader == before.leader
+
+
+def test_admin_client_whose_controller_died_goes_to_a_live_broker(local_cluster: ClusterProcesses):
+    """sparklog's AdminClient caches the broker Metadata names as controller; once that
+    broker is SIGKILLed, the next admin write refreshes metadata and is served elsewhere."""
+    from sparklog.client import AdminClient
+    from sparklog.client.admin import NewTopic
+
+    with AdminClient({"bootstrap.servers": local_cluster.bootstrap_servers}) as admin:
+        admin.create_topics([NewTopic("before-kill", 1, 1)])
+        cached = admin._client.metadata.controller_id
+        assert cached in local_cluster.brokers
+        local_cluster.brokers[cached].kill()
+        admin.create_topics([NewTopic("after-kill", 1, 1)])
+        assert "after-kill" in admin.describe_topics(["after-kill"])

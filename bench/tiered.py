@@ -8,11 +8,19 @@ the last segment is rolled with ``segment.ms`` and one extra record, so all N ar
 bucket). Then confluent-kafka consumes each from offset 0. Target (issue 17): tiered >=
 0.8x plain records/s.
 
+(b) Spark (local[2]) reads a tiered topic of N records in ``--spark-partitions`` partitions,
+all in the bucket, with ``readStream`` + Trigger.AvailableNow into the noop sink, with
+``storageReads=auto`` (tasks read the segment objects) and ``never`` (tasks fetch from the
+broker, which reads the bucket), alternating, best of ``--reps``. Then, to say where the
+time goes, the same ranges read in this process without Spark: the bucket reader
+(``read_planned``) and the broker reader (``read_ranges``), rows/s on one thread. Target:
+auto >= 1.0x never.
+
 (c) In this process: a partition log of N records in ``--segment-mib`` segments is uploaded
 by the tier (``RemoteLogManager.copy_segments``: every file, size checks, manifest) and the
 same files are copied with ``fs.put_file`` alone. Target: tier >= 0.8x the plain put's MiB/s.
 
-    .venv/bin/python bench/tiered.py [--n 2000000] [--store file|s3] [--only a|c]
+    .venv/bin/python bench/tiered.py [--n 2000000] [--store file|s3] [--only a|b|c]
 """
 
 from __future__ import annotations
@@ -56,8 +64,9 @@ def create(bs: str, topic: str, configs: dict[str, str]) -> None:
     a.create_topics([NewTopic(topic, 1, 1, config=configs)])[topic].result(30)
 
 
-def local_logs(data: str, topic: str) -> list[str]:
-    return sorted(n for n in os.listdir(os.path.join(data, f"{topic}-0")) if n.endswith(".log"))
+def local_logs(data: str, topic: str, partition: int = 0) -> list[str]:
+    return sorted(n for n in os.listdir(os.path.join(data, f"{topic}-{partition}"))
+                  if n.endswith(".log"))
 
 
 def bench_consume(args: argparse.Namespace, workdir: str, options: dict[str, str]) -> dict:
@@ -94,6 +103,97 @@ def bench_consume(args: argparse.Namespace, workdir: str, options: dict[str, str
         return out
     finally:
         b.stop()
+
+
+def bench_spark(args: argparse.Namespace, workdir: str, options: dict[str, str]) -> dict:
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    url = store_url(args.store, workdir, options)
+    sets = ["remote.log.storage.system.enable=true", f"remote.log.storage.url={url}",
+            "remote.log.manager.task.interval.ms=500"]
+    sets += [f"remote.log.storage.options.{k}={v}" for k, v in options.items()]
+    b = start_sparklog(workdir, sets)
+    data = os.path.join(workdir, "sparklog-data")
+    parts = args.spark_partitions
+    spark = None
+    try:
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        a = AdminClient({"bootstrap.servers": b.bootstrap})
+        a.create_topics([NewTopic("sparked", parts, 1, config={
+            "segment.bytes": str(args.segment_mib * MiB), "remote.storage.enable": "true",
+            "local.retention.bytes": "0", "segment.ms": "2000"})])["sparked"].result(30)
+        produce(b, "sparked", args.n, "1", values(), args.cap_s)
+        time.sleep(2.1)
+        p = Producer({"bootstrap.servers": b.bootstrap})
+        for part in range(parts):  # rolls each partition's last full segment
+            p.produce("sparked", b"roll", partition=part)
+        assert p.flush(30) == 0
+        c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "bench-b"})
+        ends = [c.get_watermark_offsets(TopicPartition("sparked", q), 10)[1]
+                for q in range(parts)]
+        c.close()
+        t0 = time.monotonic()
+        # all in the bucket: each partition keeps only its active segment (the roll record)
+        while any(local_logs(data, "sparked", q) != [f"{ends[q] - 1:020d}.log"]
+                  for q in range(parts)):
+            if time.monotonic() - t0 > args.cap_s:
+                raise RuntimeError("upload not done")
+            time.sleep(0.2)
+        total = sum(ends)
+        storage = {f"storage.options.{k}": v for k, v in options.items()}
+
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from spark_source import run_query, spark_session
+
+        spark = spark_session("2g")
+        out: dict[str, list[float]] = {}
+        for rep in range(args.reps + 1):  # the first round warms up Spark and the workers
+            for mode in ("never", "auto")[:: 1 if rep % 2 else -1]:
+                r = spark.readStream.format("sparklog").option("bootstrap.servers", b.bootstrap)
+                for k, v in {"subscribe": "sparked", "startingOffsets": "earliest",
+                             "storageReads": mode, **storage}.items():
+                    r = r.option(k, v)
+                rows, wall, _batches, _busy = run_query(
+                    r.load(), os.path.join(workdir, f"ckpt-{mode}-{rep}"))
+                assert rows == total, (mode, rows, total)
+                print(f"  spark {mode:5s} rep {rep}: {fmt_rate(rows / wall)} rows/s "
+                      f"({wall:.1f} s)", flush=True)
+                if rep:
+                    out.setdefault(mode, []).append(rows / wall)
+        out.update(in_process_reads(b.bootstrap, parts, storage))
+        return out
+    finally:
+        if spark is not None:
+            spark.stop()
+        b.stop()
+
+
+def in_process_reads(bootstrap: str, parts: int, storage: dict[str, str]) -> dict:
+    """Rows/s of the bucket reader and the broker reader on this thread, no Spark."""
+    import pyarrow as pa
+
+    from sparklog.spark.options import parse_source_options
+    from sparklog.spark.partition_reader import read_ranges
+    from sparklog.spark.planning import RangeGroup
+    from sparklog.spark.reader import SparklogBatchReader
+    from sparklog.spark.schema import arrow_schema, source_schema
+    from sparklog.spark.segment_reads import BucketRange, read_planned
+
+    opts = parse_source_options({"bootstrap.servers": bootstrap, "subscribe": "sparked",
+                                 **storage}, streaming=False)
+    target: pa.Schema = arrow_schema(source_schema(False))
+    tasks = SparklogBatchReader(opts, source_schema(False)).partitions()
+    ranges = [r for t in tasks for r in (t.ranges if isinstance(t, RangeGroup) else (t,))]
+    bucket = [r for r in ranges if isinstance(r, BucketRange)]
+    out = {}
+    for name, read in (("bucket_reader", lambda: read_planned(bucket, opts, target)),
+                       ("broker_reader", lambda: read_ranges(bucket, opts, target))):
+        t0 = time.perf_counter()
+        n = sum(batch.num_rows for batch in read())
+        out[name] = n / (time.perf_counter() - t0)
+        print(f"  in-process {name}: {fmt_rate(out[name])} rows/s over {n} rows", flush=True)
+    return out
 
 
 def bench_upload(args: argparse.Namespace, workdir: str, options: dict[str, str]) -> dict:
@@ -156,7 +256,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--segment-mib", type=int, default=16)
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--cap-s", type=float, default=300.0)
-    ap.add_argument("--only", choices=["a", "c"], default=None)
+    ap.add_argument("--only", choices=["a", "b", "c"], default=None)
+    ap.add_argument("--spark-partitions", type=int, default=2)
     args = ap.parse_args(argv)
     workdir = tempfile.mkdtemp(prefix="sparklog-tiered-")
     moto = None
@@ -173,6 +274,15 @@ def main(argv: list[str] | None = None) -> int:
                   f"{fmt_rate(plain)} rec/s = {tiered / plain:.2f}x (target >= 0.8x); "
                   f"upload of {args.n} x {VALUE_SIZE} B done {a['upload_wait_s']:.1f} s after "
                   f"the roll", flush=True)
+        if args.only in (None, "b"):
+            sb = bench_spark(args, workdir, options)
+            auto, never = max(sb["auto"]), max(sb["never"])
+            results["b"] = {**sb, "ratio": auto / never}
+            print(f"(b) Spark AvailableNow: storageReads=auto {fmt_rate(auto)} rows/s vs never "
+                  f"{fmt_rate(never)} rows/s = {auto / never:.2f}x (target >= 1.0x); "
+                  f"without Spark, one thread: bucket reader "
+                  f"{fmt_rate(sb['bucket_reader'])} rows/s, broker reader "
+                  f"{fmt_rate(sb['broker_reader'])} rows/s", flush=True)
         if args.only in (None, "c"):
             c = bench_upload(args, workdir, options)
             results["c"] = {**c, "ratio": c["tier_mibps"] / c["put_mibps"]}

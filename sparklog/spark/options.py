@@ -73,7 +73,11 @@ SOURCE_OPTIONS = (
     "fetchOffset.numRetries",
     "fetchOffset.retryIntervalMs",
     "driverReadMaxOffsets",
+    "storageReads",
+    "storage.url",
 )
+# 'storage.options.<key>' options go to the bucket's fsspec filesystem as <key>
+STORAGE_OPTIONS_PREFIX = "storage.options."
 SINK_OPTIONS = ("topic", "includeHeaders", "bootstrap.servers", "kafka.bootstrap.servers")
 _KNOWN = {name.lower(): name for name in SOURCE_OPTIONS + SINK_OPTIONS}
 
@@ -200,6 +204,11 @@ class SourceOptions:
     fetch_bytes: int = READ_FETCH_BYTES
     driver_read_max_offsets: int = DRIVER_READ_MAX_OFFSETS
     client_config: dict[str, str] = field(default_factory=dict)
+    # 'storageReads': "auto" reads ranges in uploaded segments of tiered topics from the
+    # bucket ('storage.url', else the brokers' remote.log.storage.url), "never" from brokers
+    storage_reads: Literal["auto", "never"] = "auto"
+    storage_url: str | None = None
+    storage_options: dict[str, str] = field(default_factory=dict)
 
     def client_conf(self) -> dict[str, str]:
         """The config dict for sparklog.client (Kafka names)."""
@@ -314,7 +323,8 @@ def _check_typos(opts: dict[str, str]) -> None:
     """Reject options that look like a misspelt known option (they would be silently ignored)."""
     known = list(_KNOWN)
     for key in opts:
-        if key in _KNOWN or key in _SPARK_OWNED or key.startswith("kafka."):
+        if (key in _KNOWN or key in _SPARK_OWNED or key.startswith("kafka.")
+                or key.startswith(STORAGE_OPTIONS_PREFIX)):
             continue
         close = difflib.get_close_matches(key, known, n=1, cutoff=0.85)
         if close:
@@ -347,6 +357,14 @@ def check_common_options(options: Mapping[str, str]) -> None:
     if "maxtriggerdelay" in opts:
         _trigger_delay(opts)
     _isolation(opts)
+    _storage_reads(opts)
+
+
+def _storage_reads(opts: dict[str, str]) -> Literal["auto", "never"]:
+    raw = opts.get("storagereads", "auto").strip().lower()
+    if raw not in ("auto", "never"):
+        raise _err("storageReads", raw, "unknown mode", "use 'auto' or 'never'")
+    return raw  # type: ignore[return-value]
 
 
 def _trigger_delay(opts: dict[str, str]) -> int:
@@ -642,6 +660,13 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
             _int(opts, "driverReadMaxOffsets", minimum=0), DRIVER_READ_MAX_OFFSETS
         ),
         client_config=_client_config(opts, _FORBIDDEN_CONSUMER),
+        storage_reads=_storage_reads(opts),
+        storage_url=opts.get("storage.url", "").strip() or None,
+        storage_options={
+            k[len(STORAGE_OPTIONS_PREFIX) :]: v
+            for k, v in opts.items()
+            if k.startswith(STORAGE_OPTIONS_PREFIX)
+        },
     )
 
 

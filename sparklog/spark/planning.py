@@ -22,7 +22,7 @@ leave gaps.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -172,9 +172,12 @@ def plan_tasks(
     end: Mapping[TopicPartitionKey, int],
     options: SourceOptions,
     leaders: Mapping[TopicPartitionKey, str] | None = None,
+    route: Callable[[OffsetRange], list[OffsetRange]] | None = None,
 ) -> list[OffsetRange | RangeGroup]:
     """The input partitions of one read: ``plan_ranges``, then ``group_ranges``, as the
-    read's minPartitions, maxRecordsPerPartition and minRecordsPerPartition say."""
+    read's minPartitions, maxRecordsPerPartition and minRecordsPerPartition say. ``route``
+    splits each planned range, in offset order, into the pieces read from different places
+    (``segment_reads``: the bucket, then brokers) before they are grouped."""
     ranges = plan_ranges(
         start,
         end,
@@ -182,6 +185,8 @@ def plan_tasks(
         max_records_per_partition=options.max_records_per_partition,
         leaders=leaders,
     )
+    if route is not None:
+        ranges = [piece for r in ranges for piece in route(r)]
     return group_ranges(
         ranges,
         min_records=options.min_records_per_partition,

@@ -2,7 +2,8 @@
 
 The driver side (``partitions``, ``initialOffset``, ``latestOffset``, ``commit``) only talks
 offsets, through ``OffsetReader``; the executor side (``read``) only reads the ranges it is
-handed, through ``read_ranges``. That is the split of Spark's Kafka connector
+handed, through ``read_planned`` (``segment_reads``: the bucket for ranges in uploaded
+segments, ``read_ranges`` for the rest). That is the split of Spark's Kafka connector
 (``KafkaMicroBatchStream`` vs ``KafkaBatchPartitionReader``), and it keeps ``read`` stateless
 as pyspark requires.
 
@@ -37,6 +38,7 @@ from sparklog.spark.options import OptionError, SourceOptions
 from sparklog.spark.partition_reader import read_ranges
 from sparklog.spark.planning import OffsetRange, RangeGroup, plan_ranges, plan_tasks
 from sparklog.spark.schema import arrow_schema
+from sparklog.spark.segment_reads import BucketPlanner, read_planned
 
 log = logging.getLogger(__name__)
 
@@ -78,10 +80,14 @@ def _clamp_to_log_start(
 
 
 def _plan_tasks(
-    offsets: OffsetReader, start: PartitionOffsets, end: PartitionOffsets
+    offsets: OffsetReader, bucket: BucketPlanner, start: PartitionOffsets, end: PartitionOffsets
 ) -> list[OffsetRange | RangeGroup]:
-    """The executor tasks of a read: ranges grouped by size and by their leader's host."""
-    return plan_tasks(start, end, offsets.options, offsets.leader_hosts({tp[0] for tp in end}))
+    """The executor tasks of a read: ranges in uploaded segments read from the bucket, the
+    rest from brokers; grouped by size and by their leader's host."""
+    route = bucket.route(offsets, [tp for tp in end if tp in start and end[tp] > start[tp]])
+    return plan_tasks(
+        start, end, offsets.options, offsets.leader_hosts({tp[0] for tp in end}), route
+    )
 
 
 def _read_task(
@@ -89,9 +95,9 @@ def _read_task(
 ) -> Iterator[pa.RecordBatch]:
     """The rows of one planned task: a range, or a group of ranges read together."""
     if isinstance(partition, RangeGroup):
-        return read_ranges(partition.ranges, options, target)
+        return read_planned(partition.ranges, options, target)
     if isinstance(partition, OffsetRange):
-        return read_ranges((partition,), options, target)
+        return read_planned((partition,), options, target)
     return iter(())  # pyspark's placeholder for "no ranges" in a batch read
 
 
@@ -102,6 +108,7 @@ class SparklogBatchReader(DataSourceReader):
         self.options = options
         self.target = arrow_schema(schema)
         self.offsets = OffsetReader(options)
+        self.bucket = BucketPlanner(options)
 
     def partitions(self) -> Sequence[InputPartition]:
         try:
@@ -121,7 +128,7 @@ class SparklogBatchReader(DataSourceReader):
                         "topic was deleted and recreated)."
                     )
             start = _clamp_to_log_start(self.offsets, start, end)
-            return _plan_tasks(self.offsets, start, end)
+            return _plan_tasks(self.offsets, self.bucket, start, end)
         finally:
             self.offsets.close()
 
@@ -136,6 +143,7 @@ class SparklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.options = options
         self.target = arrow_schema(schema)
         self.offsets = OffsetReader(options)
+        self.bucket = BucketPlanner(options)
         self._gate: MinOffsetsGate | None = None
         self._available_now: PartitionOffsets | None = None
         self._latest: PartitionOffsets | None = None
@@ -147,6 +155,7 @@ class SparklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             "options": self.options,
             "target": self.target,
             "offsets": self.offsets,
+            "bucket": BucketPlanner(self.options),
             "_gate": None,
             "_available_now": None,
             "_latest": None,
@@ -250,7 +259,7 @@ class SparklogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _plan(
         self, start: dict, end: dict, start_offsets: PartitionOffsets, end_offsets: PartitionOffsets
     ) -> list[InputPartition]:
-        return list(_plan_tasks(self.offsets, start_offsets, end_offsets))
+        return list(_plan_tasks(self.offsets, self.bucket, start_offsets, end_offsets))
 
     def commit(self, end: dict) -> None:
         self._commit_group(from_json_dict(end))

@@ -18,7 +18,9 @@ import json
 from bisect import bisect_right
 from dataclasses import dataclass, field, replace
 
-__all__ = ["PartitionManifest", "RemoteSegment"]
+from .store import RemoteStorageError, RemoteStore
+
+__all__ = ["PartitionManifest", "RemoteSegment", "read_manifest"]
 
 _VERSION = 1
 
@@ -111,6 +113,16 @@ class PartitionManifest:
             raise ValueError(f"unknown manifest version {d.get('version')!r}")
         return cls(int(d["leader_epoch"]), int(d["log_start_offset"]),
                    tuple(RemoteSegment.from_json(s) for s in d["segments"]))
+
+
+def read_manifest(store: RemoteStore, path: str) -> PartitionManifest:
+    """The manifest stored at ``path`` (an empty one when there is none yet); a manifest
+    that cannot be parsed raises ``RemoteStorageError`` like a store that cannot be read."""
+    data = store.get_bytes(path)
+    try:
+        return PartitionManifest() if data is None else PartitionManifest.from_bytes(data)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise RemoteStorageError(f"unreadable manifest {path}: {exc}") from exc
 
 
 def _end(seg: RemoteSegment) -> int:

@@ -43,10 +43,10 @@ from ..backend import FileSlice
 from ..checkpoints import atomic_write, format_epoch_checkpoint
 from ..log_info import FetchDataInfo
 from .chunk_cache import ChunkCache
-from .manifest import PartitionManifest, RemoteSegment
+from .manifest import PartitionManifest, RemoteSegment, read_manifest
 from .store import MANIFEST, RemoteStorageError, RemoteStore
 
-__all__ = ["EPOCH_SUFFIX", "RemoteLog"]
+__all__ = ["EPOCH_SUFFIX", "RemoteLog", "index_floor", "parse_offset_index"]
 
 log = logging.getLogger(__name__)
 
@@ -85,13 +85,8 @@ class RemoteLog:
         return self._manifest
 
     def load_manifest(self) -> PartitionManifest:
-        data = self.store.get_bytes(self.manifest_path)
-        try:
-            m = PartitionManifest() if data is None else PartitionManifest.from_bytes(data)
-        except (ValueError, KeyError, TypeError) as exc:
-            raise RemoteStorageError(f"unreadable manifest {self.manifest_path}: {exc}") from exc
-        self._manifest = m
-        return m
+        self._manifest = read_manifest(self.store, self.manifest_path)
+        return self._manifest
 
     def replace_manifest(self, expected: PartitionManifest, new: PartitionManifest,
                          leader_epoch: int) -> bool:
@@ -324,18 +319,29 @@ class RemoteLog:
                 self._indexes.move_to_end(seg.segment_id)
         if idx is None:
             size = seg.files.get(".index", 0)
-            data = self.cache.read(self.object_path(seg, ".index"), size, 0, size)
-            flat = array("I", data[: len(data) - len(data) % 8])
-            if byteorder == "little":
-                flat.byteswap()
-            idx = (flat[0::2], flat[1::2])
+            idx = parse_offset_index(self.cache.read(self.object_path(seg, ".index"), size, 0,
+                                                     size))
             with self._lock:
                 self._indexes[seg.segment_id] = idx
                 if len(self._indexes) > _INDEXES_KEPT:
                     self._indexes.popitem(last=False)
-        rel_offsets, positions = idx
-        i = bisect_right(rel_offsets, offset - seg.base_offset) - 1
-        return positions[i] if i >= 0 else 0
+        return index_floor(idx, offset - seg.base_offset)
+
+
+def parse_offset_index(data: bytes) -> tuple[array, array]:
+    """An ``.index`` object's (relative offsets, positions), as two arrays (Kafka's layout:
+    big-endian uint32 pairs; a partial last entry is ignored)."""
+    flat = array("I", data[: len(data) - len(data) % 8])
+    if byteorder == "little":
+        flat.byteswap()
+    return flat[0::2], flat[1::2]
+
+
+def index_floor(index: tuple[array, array], relative_offset: int) -> int:
+    """Position of the last entry at or before ``relative_offset`` (0 without one)."""
+    rel_offsets, positions = index
+    i = bisect_right(rel_offsets, relative_offset) - 1
+    return positions[i] if i >= 0 else 0
 
 
 class _RemoteObject:

@@ -67,9 +67,12 @@ class RemoteStore:
 
     @classmethod
     def from_url(cls, url: str, options: Mapping[str, str] | None = None,
-                 retry: RetryPolicy | None = None) -> RemoteStore:
+                 retry: RetryPolicy | None = None, *, create: bool = True) -> RemoteStore:
+        """The store at ``url``; ``create``: make its root directory (a broker's store; a
+        reader's only reads)."""
         fs, root = fsspec.url_to_fs(url, **dict(options or {}))
-        fs.makedirs(root, exist_ok=True)
+        if create:
+            fs.makedirs(root, exist_ok=True)
         return cls(fs, root, retry)
 
     # -- layout

@@ -1,0 +1,340 @@
+"""Reading uploaded segments straight from the bucket (the source's ``storageReads``).
+
+A tiered topic's sealed segments are objects in a bucket (``sparklog.storage.remote``), so a
+task can read them itself instead of asking the partition's leader: a long backfill then
+scales with Spark executors, not with brokers, and brokers are left alone.
+
+Driver (``BucketPlanner``): for each read it asks the brokers which of the read's topics
+are tiered (``remote.storage.enable``, remembered once true: Kafka never lets a topic go
+back) and their topic ids, then reads the manifest of every partition with data to read
+(one small GET each, done together; never a listing of the bucket). Its ``route`` hook,
+given to ``planning.plan_tasks``, splits a planned range at the manifest's end offset: the
+part in uploaded segments becomes a ``BucketRange`` naming the segment objects it needs,
+the rest stays an ``OffsetRange`` read through brokers. A manifest that cannot be read
+leaves the partition to the brokers (logged): bucket reads are a shortcut, never a new way
+to fail.
+
+Executors (``read_planned``): a ``BucketRange`` is read segment by segment from the index
+entry at or before its start, in windows of ``kafka.max.partition.fetch.bytes`` (the next
+one read on a thread while this one is decoded), decoded by the same vectorised Arrow
+decoder and filters as a broker fetch (``decode_fetched``: offset bounds, control batches,
+aborted transactions under read_committed; ``record_rows``: headers or not) and yielded one
+Arrow batch per window. Rows are therefore those ``storageReads=never`` gives, partition by
+partition in offset order. A segment object gone since planning (retention ran) hands the
+rest of the range to the brokers, whose answer follows ``failOnDataLoss``; so does a store
+that still fails after ``RemoteStore``'s retries.
+
+Aborted transactions come from the uploaded ``.txnindex`` objects (``aborted_transactions``,
+the one hook a transactions implementation plugs into): the planner lists, under
+read_committed, those of every uploaded segment from the range's first one on.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from sparklog.spark.offsets import TopicPartitionKey
+from sparklog.spark.partition_reader import read_ranges
+from sparklog.spark.planning import OffsetRange
+from sparklog.storage.remote.manifest import PartitionManifest, RemoteSegment, read_manifest
+from sparklog.storage.remote.remote_log import index_floor, parse_offset_index
+from sparklog.storage.remote.store import MANIFEST, RemoteStorageError, RemoteStore
+
+if TYPE_CHECKING:
+    from sparklog.spark.offset_reader import OffsetReader
+    from sparklog.spark.options import SourceOptions
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "BucketPlanner",
+    "BucketRange",
+    "SegmentObjects",
+    "aborted_transactions",
+    "read_planned",
+]
+
+# Kafka's .txnindex entry: version int16, producer id, first offset, last offset, last
+# stable offset (int64 each)
+_TXN_ENTRY = struct.Struct(">hqqqq")
+_MANIFEST_READERS = 16  # manifests of one plan read at once
+
+
+@dataclass(frozen=True)
+class SegmentObjects:
+    """What a task needs of one uploaded segment: where its objects are, and their sizes."""
+
+    base_offset: int
+    end_offset: int  # last offset + 1
+    log_path: str
+    log_size: int
+    index_path: str
+    index_size: int
+
+    @classmethod
+    def of(cls, store: RemoteStore, directory: str, seg: RemoteSegment) -> SegmentObjects:
+        def path(suffix: str) -> str:
+            return store.object_path(directory, seg.base_offset, seg.segment_id, suffix)
+
+        return cls(seg.base_offset, seg.end_offset, path(".log"), seg.size, path(".index"),
+                   seg.files.get(".index", 0))
+
+
+@dataclass(frozen=True)
+class BucketRange(OffsetRange):
+    """Offsets ``[start, end)`` of one partition, all in uploaded segments: read from the
+    bucket at ``url``. ``segments``: those holding the range, in offset order;
+    ``txn_indexes``: (path, size) of the ``.txnindex`` objects whose aborted transactions
+    apply (read_committed only)."""
+
+    url: str = ""
+    segments: tuple[SegmentObjects, ...] = ()
+    txn_indexes: tuple[tuple[str, int], ...] = ()
+
+
+# ---------------------------------------------------------------------------- driver
+
+
+class BucketPlanner:
+    """The driver's view of the bucket for one source: which topics are tiered, and each
+    read's manifests."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        self._tiered: set[str] = set()
+        self._url: str | None = options.storage_url
+
+    def route(
+        self, offsets: OffsetReader, wanted: Iterable[TopicPartitionKey]
+    ) -> Callable[[OffsetRange], list[OffsetRange]] | None:
+        """The ``plan_tasks`` hook for a read of ``wanted`` (None: everything from brokers)."""
+        if self.options.storage_reads == "never":
+            return None
+        wanted = list(wanted)
+        try:
+            topic_ids = self._tiered_topics(offsets, {t for t, _ in wanted})
+            if not topic_ids:
+                return None
+            store = self._store(offsets)
+            if store is None:
+                return None
+        except Exception:
+            log.warning("no bucket reads for this plan: the tier is unknown", exc_info=True)
+            return None
+        tps = [tp for tp in wanted if tp[0] in topic_ids]
+        dirs = {tp: store.partition_dir(tp[0], topic_ids[tp[0]], tp[1]) for tp in tps}
+        with ThreadPoolExecutor(max(1, min(_MANIFEST_READERS, len(tps)))) as pool:
+            found = dict(zip(tps, pool.map(lambda tp: _manifest(store, dirs[tp], tp), tps),
+                             strict=True))
+        manifests = {tp: m for tp, m in found.items() if m is not None and m.segments}
+        if not manifests:
+            return None
+        url = self._url
+        assert url is not None
+        read_committed = self.options.isolation_level == "read_committed"
+
+        def route(r: OffsetRange) -> list[OffsetRange]:
+            key = (r.topic, r.partition)
+            m = manifests.get(key)
+            if m is None or r.start < m.log_start_offset:
+                return [r]
+            return _split(r, m, store, dirs[key], url, read_committed)
+
+        return route
+
+    def _tiered_topics(self, offsets: OffsetReader, topics: set[str]) -> dict[str, bytes]:
+        """The topic id of each tiered topic among ``topics``."""
+        if not topics:
+            return {}
+        for t in sorted(topics - self._tiered):
+            entry = offsets.admin.describe_configs(t, keys=["remote.storage.enable"]).get(
+                "remote.storage.enable"
+            )
+            if entry is not None and (entry.value or "").lower() == "true":
+                self._tiered.add(t)
+        tiered = sorted(topics & self._tiered)
+        if not tiered:
+            return {}
+        metas = offsets.admin.describe_topics(tiered)
+        return {t: metas[t].topic_id for t in tiered}
+
+    def _store(self, offsets: OffsetReader) -> RemoteStore | None:
+        """The bucket: 'storage.url', else the URL a broker reports for its tier."""
+        if self._url is None:
+            brokers = offsets.admin.describe_cluster().brokers
+            if not brokers:
+                return None
+            entry = offsets.admin.describe_configs(
+                str(brokers[0].node_id), "broker", keys=["remote.log.storage.url"]
+            ).get("remote.log.storage.url")
+            if entry is None or not entry.value:
+                log.info("tiered topics, but no 'storage.url' and no broker URL: reading "
+                         "them through brokers")
+                return None
+            self._url = entry.value
+        return _reader_store(self._url, tuple(sorted(self.options.storage_options.items())))
+
+
+def _manifest(store: RemoteStore, directory: str, tp: TopicPartitionKey
+              ) -> PartitionManifest | None:
+    try:
+        return read_manifest(store, f"{directory}/{MANIFEST}")
+    except RemoteStorageError:
+        log.warning("%s-%d: manifest unreadable, read through brokers", tp[0], tp[1],
+                    exc_info=True)
+        return None
+
+
+def _split(r: OffsetRange, m: PartitionManifest, store: RemoteStore, directory: str,
+           url: str, read_committed: bool) -> list[OffsetRange]:
+    """``r`` as its part in uploaded segments (a ``BucketRange``) and the rest."""
+    end = m.end_offset
+    assert end is not None
+    cut = min(r.end, end)
+    if cut <= r.start:
+        return [r]
+    held = [s for s in m.segments if s.end_offset > r.start and s.base_offset < cut]
+    txn: tuple[tuple[str, int], ...] = ()
+    if read_committed:
+        later = [s for s in m.segments if s.end_offset > r.start]
+        txn = tuple((store.object_path(directory, s.base_offset, s.segment_id, ".txnindex"),
+                     s.files[".txnindex"]) for s in later if ".txnindex" in s.files)
+    bucket = BucketRange(r.topic, r.partition, r.start, cut, None, url,
+                         tuple(SegmentObjects.of(store, directory, s) for s in held), txn)
+    if cut == r.end:
+        return [bucket]
+    return [bucket, OffsetRange(r.topic, r.partition, cut, r.end, r.host)]
+
+
+# ---------------------------------------------------------------------------- executors
+
+
+@lru_cache(maxsize=8)
+def _reader_store(url: str, options: tuple[tuple[str, str], ...]) -> RemoteStore:
+    """One store per bucket and options per process (fsspec filesystems are thread-safe)."""
+    return RemoteStore.from_url(url, dict(options), create=False)
+
+
+def aborted_transactions(
+    store: RemoteStore, txn_indexes: Sequence[tuple[str, int]], start: int, end: int
+) -> list[tuple[int, int]]:
+    """(producer id, first offset) of every transaction aborted in ``[start, end)``, from
+    ``.txnindex`` objects in Kafka's layout: what a Fetch response's aborted_transactions
+    says for the same range, as ``decode_fetched`` takes it."""
+    out: list[tuple[int, int]] = []
+    for path, size in txn_indexes:
+        data = store.read_range(path, 0, size) if size else b""
+        for off in range(0, len(data) - _TXN_ENTRY.size + 1, _TXN_ENTRY.size):
+            _version, pid, first, last, _lso = _TXN_ENTRY.unpack_from(data, off)
+            if first < end and last >= start:
+                out.append((pid, first))
+    out.sort(key=lambda a: a[1])
+    return out
+
+
+def read_planned(
+    ranges: Sequence[OffsetRange], options: SourceOptions, target: pa.Schema
+) -> Iterator[pa.RecordBatch]:
+    """The rows of one task's ranges: bucket ranges first (a partition's bucket part is below
+    its broker part), then the rest through brokers (``read_ranges``)."""
+    brokers = [r for r in ranges if not isinstance(r, BucketRange)]
+    for r in ranges:
+        if isinstance(r, BucketRange):
+            rest = yield from _read_bucket_range(r, options, target)
+            if rest is not None:
+                brokers.append(rest)
+    if brokers:
+        yield from read_ranges(brokers, options, target)
+
+
+def _read_bucket_range(
+    r: BucketRange, options: SourceOptions, target: pa.Schema
+) -> Iterator[pa.RecordBatch]:
+    """Yield ``r``'s rows from the bucket; returns the part left to brokers (None: all read)."""
+    from sparklog.client.core import conf_bool
+
+    store = _reader_store(r.url, tuple(sorted(options.storage_options.items())))
+    read_committed = options.isolation_level == "read_committed"
+    aborted = (aborted_transactions(store, r.txn_indexes, r.start, r.end)
+               if read_committed else [])
+    verify_crc = conf_bool(options.client_config, "check.crcs", True)
+    pos = r.start
+    for seg in r.segments:
+        if seg.end_offset <= pos:
+            continue
+        try:
+            for batch in _read_segment(store, seg, r, pos, options, read_committed, aborted,
+                                       verify_crc):
+                pos = batch.column("offset")[batch.num_rows - 1].as_py() + 1
+                yield batch if batch.schema == target else batch.cast(target)
+        except (FileNotFoundError, RemoteStorageError) as exc:
+            log.warning("%s cannot be read (%s): %s-%d [%d, %d) goes to the brokers",
+                        seg.log_path, exc, r.topic, r.partition, pos, r.end)
+            return OffsetRange(r.topic, r.partition, pos, r.end)
+        pos = max(pos, min(seg.end_offset, r.end))
+        if pos >= r.end:
+            break
+    return None
+
+
+def _read_segment(
+    store: RemoteStore,
+    seg: SegmentObjects,
+    r: BucketRange,
+    start: int,
+    options: SourceOptions,
+    read_committed: bool,
+    aborted: list[tuple[int, int]],
+    verify_crc: bool,
+) -> Iterator[pa.RecordBatch]:
+    """Rows of ``seg`` with ``start`` <= offset < ``r.end``, one batch per window read."""
+    from sparklog.client import TopicPartition
+    from sparklog.client.arrow_decode import decode_fetched
+    from sparklog.client.arrow_fetch import batch_sizes, record_rows
+
+    position = 0
+    if start > seg.base_offset and seg.index_size:
+        index = parse_offset_index(store.read_range(seg.index_path, 0, seg.index_size))
+        position = index_floor(index, start - seg.base_offset)
+    tp = TopicPartition(r.topic, r.partition)
+    carry = b""
+    for window in _windows(store, seg.log_path, position, seg.log_size, options.fetch_bytes):
+        buf = carry + window if carry else window
+        complete = batch_sizes(buf)
+        if not complete:
+            carry = buf
+            continue
+        used = sum(size for _base, _next, size in complete)
+        dec = decode_fetched(memoryview(buf)[:used], start_offset=start, end_offset=r.end,
+                             read_committed=read_committed, aborted=aborted,
+                             verify_crc=verify_crc)
+        if dec.batch.num_rows:
+            yield record_rows(dec.batch, tp, options.include_headers)
+        if complete[-1][1] >= r.end:
+            return
+        carry = buf[used:]
+
+
+def _windows(store: RemoteStore, path: str, position: int, size: int,
+             window: int) -> Iterator[bytes]:
+    """The object's bytes from ``position`` to ``size`` in ``window``-sized ranged reads,
+    each read on a thread while the caller works on the one before."""
+    with ThreadPoolExecutor(1) as pool:
+
+        def read(pos: int) -> bytes:
+            return store.read_range(path, pos, min(window, size - pos))
+
+        ahead = pool.submit(read, position) if position < size else None
+        while ahead is not None:
+            data = ahead.result()
+            position += len(data)
+            ahead = pool.submit(read, position) if data and position < size else None
+            yield data

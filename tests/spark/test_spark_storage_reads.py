@@ -1,0 +1,183 @@
+"""``storageReads``: ranges in uploaded segments are read from the bucket by the tasks
+themselves, and the rows are exactly those the brokers give (``storageReads=never``): every
+column, every offset, per-partition order, batch and streaming (AvailableNow, and a query
+restarted from its checkpoint mid-way), on a ``file://`` tier and on moto's S3.
+
+The module's broker has a ``file://`` tier; the S3 case starts its own broker."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import fsspec
+import pytest
+
+from sparklog.cluster.embedded import EmbeddedCluster
+from sparklog.spark.options import parse_source_options
+from sparklog.spark.planning import RangeGroup
+from sparklog.spark.reader import SparklogBatchReader
+from sparklog.spark.schema import source_schema
+from sparklog.spark.segment_reads import BucketRange
+from tests.helpers.kafka_clients import ck_produce, make_messages
+from tests.helpers.polling import wait_for
+from tests.helpers.spark import source
+
+TIER = {"remote.log.storage.system.enable": "true",
+        "remote.log.manager.task.interval.ms": "200"}
+TOPIC = {"remote.storage.enable": "true", "segment.bytes": "8192",
+         "local.retention.bytes": "0", "retention.ms": "-1"}
+COLUMNS = ("partition", "offset", "key", "value", "timestamp", "timestampType", "headers")
+# executors read every micro-batch (the driver's own small reads go through brokers)
+STREAM = {"driverReadMaxOffsets": 0}
+
+
+@pytest.fixture(scope="module")
+def bucket_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("bucket")
+
+
+@pytest.fixture(scope="module")
+def broker_config(bucket_root: Path) -> dict[str, str]:
+    return {"group.initial.rebalance.delay.ms": "0", "num.partitions": "1",
+            "offsets.topic.num.partitions": "4", **TIER,
+            "remote.log.storage.url": f"file://{bucket_root}"}
+
+
+def _uploaded_end(fs: fsspec.AbstractFileSystem, root: str, topic: str, partition: int) -> int:
+    """The end offset the partition's manifest lists (0: none yet)."""
+    fs.invalidate_cache()
+    found = [p for p in fs.find(root) if f"/{topic}-" in p
+             and p.endswith(f"/{partition}/manifest.json")]
+    if not found:
+        return 0
+    segments = json.loads(fs.cat_file(found[0]))["segments"]
+    return segments[-1]["end_offset"] if segments else 0
+
+
+def _tiered_topic(admin, bootstrap: str, fs, root: str, partitions: int, n: int) -> str:  # noqa: ANN001
+    from sparklog.client import NewTopic
+
+    t = f"t-{uuid.uuid4().hex[:10]}"
+    admin.create_topics([NewTopic(t, num_partitions=partitions, config=TOPIC)])
+    wait_for(lambda: t in admin.list_topics(), 10, f"topic {t}")
+    ck_produce(bootstrap, t, make_messages(n, partitions, headers=True, tag=t),
+               **{"batch.size": 2048})
+    for p in range(partitions):
+        wait_for(lambda p=p: _uploaded_end(fs, root, t, p) > n // partitions // 2, 30,
+                 f"{t}-{p} mostly uploaded")
+    return t
+
+
+def _rows(rows) -> list[tuple]:  # noqa: ANN001
+    out = [tuple(r[c] for c in COLUMNS) for r in rows]
+    for p in {r[0] for r in out}:  # each partition in offset order, every offset once
+        offsets = [r[1] for r in out if r[0] == p]
+        assert offsets == sorted(set(offsets)), f"partition {p} out of order"
+    return out
+
+
+def _headers_as_tuples(rows: list[tuple]) -> list[tuple]:
+    return sorted(r[:-1] + (tuple((h.key, h.value) for h in r[-1]),) for r in rows)
+
+
+def _bucket_tasks(bootstrap: str, topic: str, **extra: str) -> list[BucketRange]:
+    """The bucket ranges a batch read of ``topic`` plans (the driver side, no Spark)."""
+    opts = parse_source_options({"bootstrap.servers": bootstrap, "subscribe": topic,
+                                 "minRecordsPerPartition": "1", **extra}, streaming=False)
+    tasks = SparklogBatchReader(opts, source_schema(True)).partitions()
+    ranges = [r for t in tasks for r in (t.ranges if isinstance(t, RangeGroup) else (t,))]
+    return [r for r in ranges if isinstance(r, BucketRange)]
+
+
+def _batch(spark, bootstrap: str, topic: str, mode: str, **extra: object) -> list[tuple]:  # noqa: ANN001
+    df = source(spark, bootstrap, stream=False, subscribe=topic, includeHeaders="true",
+                storageReads=mode, minRecordsPerPartition=1, **extra)
+    return _rows(df.collect())
+
+
+def test_batch_reads_from_the_bucket_give_the_brokers_rows(spark, bootstrap, admin,
+                                                           bucket_root):
+    fs = fsspec.filesystem("file")
+    t = _tiered_topic(admin, bootstrap, fs, str(bucket_root), 2, 3000)
+    planned = _bucket_tasks(bootstrap, t)
+    assert {(r.topic, r.partition) for r in planned} == {(t, 0), (t, 1)}
+    assert all(r.start == 0 and r.segments for r in planned)
+    assert _bucket_tasks(bootstrap, t, storageReads="never") == []
+
+    never = _batch(spark, bootstrap, t, "never")
+    auto = _batch(spark, bootstrap, t, "auto")
+    assert len(never) == 3000
+    assert _headers_as_tuples(auto) == _headers_as_tuples(never)
+    # a bounded read inside segments, split into several tasks per partition
+    bounds = json.dumps({t: {"0": 17, "1": 301}})
+    ends = json.dumps({t: {"0": 900, "1": 1200}})
+    never = _batch(spark, bootstrap, t, "never", startingOffsets=bounds, endingOffsets=ends)
+    auto = _batch(spark, bootstrap, t, "auto", startingOffsets=bounds, endingOffsets=ends,
+                  maxRecordsPerPartition=250)
+    assert len(never) == 883 + 899
+    assert _headers_as_tuples(auto) == _headers_as_tuples(never)
+
+
+def _stream(spark, bootstrap: str, topic: str, mode: str, out: Path, ckpt: Path, *,  # noqa: ANN001
+            available_now: bool = True):  # noqa: ANN202
+    df = source(spark, bootstrap, subscribe=topic, startingOffsets="earliest",
+                includeHeaders="true", storageReads=mode, maxOffsetsPerTrigger=700,
+                minRecordsPerPartition=1, **STREAM)
+    w = (df.selectExpr(*COLUMNS).writeStream.format("parquet").option("path", str(out))
+         .option("checkpointLocation", str(ckpt)))
+    w = w.trigger(availableNow=True) if available_now else w.trigger(processingTime="0 seconds")
+    return w.start()
+
+
+def _parquet_rows(spark, out: Path) -> list[tuple]:  # noqa: ANN001
+    """A file sink's rows (in no particular order) sorted by partition and offset."""
+    rows = spark.read.parquet(str(out)).collect()
+    return _headers_as_tuples(_rows(sorted(rows, key=lambda r: (r.partition, r.offset))))
+
+
+def test_streaming_reads_from_the_bucket_and_restarts_from_the_checkpoint(
+        spark, bootstrap, admin, bucket_root, tmp_path):
+    fs = fsspec.filesystem("file")
+    t = _tiered_topic(admin, bootstrap, fs, str(bucket_root), 2, 2400)
+    results = {}
+    for mode in ("never", "auto"):
+        q = _stream(spark, bootstrap, t, mode, tmp_path / mode, tmp_path / f"ckpt-{mode}")
+        assert q.awaitTermination(300) and q.exception() is None
+        results[mode] = _parquet_rows(spark, tmp_path / mode)
+    assert len(results["never"]) == 2400
+    assert results["auto"] == results["never"]
+
+    # stopped after two micro-batches, restarted from the checkpoint: the same rows, once
+    out, ckpt = tmp_path / "restart", tmp_path / "ckpt-restart"
+    q = _stream(spark, bootstrap, t, "auto", out, ckpt, available_now=False)
+    wait_for(lambda: q.lastProgress is not None and q.lastProgress["batchId"] >= 1, 240,
+             "two micro-batches", interval=0.2)
+    q.stop()
+    assert 0 < spark.read.parquet(str(out)).count() < 2400
+    q = _stream(spark, bootstrap, t, "auto", out, ckpt)
+    assert q.awaitTermination(300) and q.exception() is None
+    assert _parquet_rows(spark, out) == results["never"]
+
+
+def test_reads_from_moto_s3_give_the_brokers_rows(spark, moto_s3, tmp_path):
+    from sparklog.client import AdminClient
+
+    name = f"b-{uuid.uuid4().hex[:12]}"
+    moto_s3.create_bucket(name)
+    settings = {f"remote.log.storage.options.{k}": v for k, v in moto_s3.options.items()}
+    config = {**TIER, "remote.log.storage.url": f"s3://{name}/tier", **settings}
+    storage = {f"storage.options.{k}": v for k, v in moto_s3.options.items()}
+    with EmbeddedCluster(tmp_path / "data", config=config) as cluster:
+        bs = cluster.bootstrap_servers
+        admin = AdminClient({"bootstrap.servers": bs})
+        try:
+            t = _tiered_topic(admin, bs, moto_s3.filesystem(), f"{name}/tier", 1, 1500)
+        finally:
+            admin.close()
+        assert _bucket_tasks(bs, t, **storage)
+        never = _batch(spark, bs, t, "never")
+        auto = _batch(spark, bs, t, "auto", **storage)
+        assert len(never) == 1500
+        assert _headers_as_tuples(auto) == _headers_as_tuples(never)

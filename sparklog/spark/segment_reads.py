@@ -16,7 +16,8 @@ to fail.
 
 Executors (``read_planned``): a ``BucketRange`` is read segment by segment from the index
 entry at or before its start, in windows of ``kafka.max.partition.fetch.bytes`` (the next
-one read on a thread while this one is decoded), decoded by the same vectorised Arrow
+one read on a thread while this one is decoded, and decoded on another while Spark takes
+the rows before), decoded by the same vectorised Arrow
 decoder and filters as a broker fetch (``decode_fetched``: offset bounds, control batches,
 aborted transactions under read_committed; ``record_rows``: headers or not) and yielded one
 Arrow batch per window. Rows are therefore those ``storageReads=never`` gives, partition by
@@ -60,6 +61,7 @@ __all__ = [
     "SegmentObjects",
     "aborted_transactions",
     "read_planned",
+    "split_at_upload",
 ]
 
 # Kafka's .txnindex entry: version int16, producer id, first offset, last offset, last
@@ -146,7 +148,7 @@ class BucketPlanner:
             m = manifests.get(key)
             if m is None or r.start < m.log_start_offset:
                 return [r]
-            return _split(r, m, store, dirs[key], url, read_committed)
+            return split_at_upload(r, m, store, dirs[key], url, read_committed)
 
         return route
 
@@ -193,7 +195,7 @@ def _manifest(store: RemoteStore, directory: str, tp: TopicPartitionKey
         return None
 
 
-def _split(r: OffsetRange, m: PartitionManifest, store: RemoteStore, directory: str,
+def split_at_upload(r: OffsetRange, m: PartitionManifest, store: RemoteStore, directory: str,
            url: str, read_committed: bool) -> list[OffsetRange]:
     """``r`` as its part in uploaded segments (a ``BucketRange``) and the rest."""
     end = m.end_offset
@@ -271,8 +273,8 @@ def _read_bucket_range(
         if seg.end_offset <= pos:
             continue
         try:
-            for batch in _read_segment(store, seg, r, pos, options, read_committed, aborted,
-                                       verify_crc):
+            for batch in _one_ahead(_read_segment(store, seg, r, pos, options, read_committed,
+                                                  aborted, verify_crc)):
                 pos = batch.column("offset")[batch.num_rows - 1].as_py() + 1
                 yield batch if batch.schema == target else batch.cast(target)
         except (FileNotFoundError, RemoteStorageError) as exc:
@@ -321,6 +323,17 @@ def _read_segment(
         if complete[-1][1] >= r.end:
             return
         carry = buf[used:]
+
+
+def _one_ahead(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``batches``, each one made on a thread while the caller (Spark's worker, writing the
+    last batch to the JVM without the GIL) takes the one before: what the broker path gets
+    from the client's loop thread."""
+    with ThreadPoolExecutor(1) as pool:
+        ahead = pool.submit(next, batches, None)
+        while (batch := ahead.result()) is not None:
+            ahead = pool.submit(next, batches, None)
+            yield batch
 
 
 def _windows(store: RemoteStore, path: str, position: int, size: int,

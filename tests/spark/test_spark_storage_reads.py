@@ -18,8 +18,8 @@ from sparklog.cluster.embedded import EmbeddedCluster
 from sparklog.spark.options import parse_source_options
 from sparklog.spark.planning import RangeGroup
 from sparklog.spark.reader import SparklogBatchReader
-from sparklog.spark.schema import source_schema
-from sparklog.spark.segment_reads import BucketRange
+from sparklog.spark.schema import arrow_schema, source_schema
+from sparklog.spark.segment_reads import BucketRange, read_planned
 from tests.helpers.kafka_clients import ck_produce, make_messages
 from tests.helpers.polling import wait_for
 from tests.helpers.spark import source
@@ -176,8 +176,15 @@ def test_reads_from_moto_s3_give_the_brokers_rows(spark, moto_s3, tmp_path):
             t = _tiered_topic(admin, bs, moto_s3.filesystem(), f"{name}/tier", 1, 1500)
         finally:
             admin.close()
-        assert _bucket_tasks(bs, t, **storage)
+        (planned,) = _bucket_tasks(bs, t, **storage)
         never = _batch(spark, bs, t, "never")
         auto = _batch(spark, bs, t, "auto", **storage)
         assert len(never) == 1500
         assert _headers_as_tuples(auto) == _headers_as_tuples(never)
+    # the bucket part needs no broker at all
+    opts = parse_source_options({"bootstrap.servers": bs, "subscribe": t, "includeHeaders":
+                                 "true", **storage}, streaming=False)
+    target = arrow_schema(source_schema(True))
+    got = [row for b in read_planned([planned], opts, target) for row in b.to_pylist()]
+    assert 0 < planned.end < 1500 and [r["offset"] for r in got] == list(range(planned.end))
+    assert [(r["key"], r["value"]) for r in got] == [(r[2], r[3]) for r in never[: planned.end]]

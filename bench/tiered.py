@@ -36,7 +36,16 @@ import time
 import uuid
 
 from _net import free_port, wait_listening
-from broker import VALUE_SIZE, MiB, consume, fmt_rate, produce, start_sparklog, values
+from broker import (
+    VALUE_SIZE,
+    BrokerProc,
+    MiB,
+    consume,
+    fmt_rate,
+    produce,
+    start_sparklog,
+    values,
+)
 
 
 def start_moto() -> tuple[subprocess.Popen[bytes], dict[str, str]]:
@@ -57,11 +66,20 @@ def store_url(store: str, workdir: str, options: dict[str, str]) -> str:
     return f"s3://{bucket}/tier"
 
 
-def create(bs: str, topic: str, configs: dict[str, str]) -> None:
+def start_tiered(args: argparse.Namespace, workdir: str, options: dict[str, str]) -> BrokerProc:
+    """A ``sparklog server`` with its tier in the bucket ``--store`` says."""
+    url = store_url(args.store, workdir, options)
+    sets = ["remote.log.storage.system.enable=true", f"remote.log.storage.url={url}",
+            "remote.log.manager.task.interval.ms=500"]
+    sets += [f"remote.log.storage.options.{k}={v}" for k, v in options.items()]
+    return start_sparklog(workdir, sets)
+
+
+def create(bs: str, topic: str, configs: dict[str, str], partitions: int = 1) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     a = AdminClient({"bootstrap.servers": bs})
-    a.create_topics([NewTopic(topic, 1, 1, config=configs)])[topic].result(30)
+    a.create_topics([NewTopic(topic, partitions, 1, config=configs)])[topic].result(30)
 
 
 def local_logs(data: str, topic: str, partition: int = 0) -> list[str]:
@@ -70,11 +88,7 @@ def local_logs(data: str, topic: str, partition: int = 0) -> list[str]:
 
 
 def bench_consume(args: argparse.Namespace, workdir: str, options: dict[str, str]) -> dict:
-    url = store_url(args.store, workdir, options)
-    sets = ["remote.log.storage.system.enable=true", f"remote.log.storage.url={url}",
-            "remote.log.manager.task.interval.ms=500"]
-    sets += [f"remote.log.storage.options.{k}={v}" for k, v in options.items()]
-    b = start_sparklog(workdir, sets)
+    b = start_tiered(args, workdir, options)
     data = os.path.join(workdir, "sparklog-data")
     try:
         seg = str(args.segment_mib * MiB)
@@ -108,21 +122,14 @@ def bench_consume(args: argparse.Namespace, workdir: str, options: dict[str, str
 def bench_spark(args: argparse.Namespace, workdir: str, options: dict[str, str]) -> dict:
     from confluent_kafka import Consumer, Producer, TopicPartition
 
-    url = store_url(args.store, workdir, options)
-    sets = ["remote.log.storage.system.enable=true", f"remote.log.storage.url={url}",
-            "remote.log.manager.task.interval.ms=500"]
-    sets += [f"remote.log.storage.options.{k}={v}" for k, v in options.items()]
-    b = start_sparklog(workdir, sets)
+    b = start_tiered(args, workdir, options)
     data = os.path.join(workdir, "sparklog-data")
     parts = args.spark_partitions
     spark = None
     try:
-        from confluent_kafka.admin import AdminClient, NewTopic
-
-        a = AdminClient({"bootstrap.servers": b.bootstrap})
-        a.create_topics([NewTopic("sparked", parts, 1, config={
+        create(b.bootstrap, "sparked", {
             "segment.bytes": str(args.segment_mib * MiB), "remote.storage.enable": "true",
-            "local.retention.bytes": "0", "segment.ms": "2000"})])["sparked"].result(30)
+            "local.retention.bytes": "0", "segment.ms": "2000"}, parts)
         produce(b, "sparked", args.n, "1", values(), args.cap_s)
         time.sleep(2.1)
         p = Producer({"bootstrap.servers": b.bootstrap})

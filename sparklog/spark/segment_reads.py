@@ -6,7 +6,7 @@ scales with Spark executors, not with brokers, and brokers are left alone.
 
 Driver (``BucketPlanner``): for each read it asks the brokers which of the read's topics
 are tiered (``remote.storage.enable``, remembered once true: Kafka never lets a topic go
-back) and their topic ids, then reads the manifest of every partition with data to read
+back; a topic found not tiered is asked again after a minute) and their topic ids, then reads the manifest of every partition with data to read
 (one small GET each, done together; never a listing of the bucket). Its ``route`` hook,
 given to ``planning.plan_tasks``, splits a planned range at the manifest's end offset: the
 part in uploaded segments becomes a ``BucketRange`` naming the segment objects it needs,
@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import logging
 import struct
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -68,6 +69,9 @@ __all__ = [
 # stable offset (int64 each)
 _TXN_ENTRY = struct.Struct(">hqqqq")
 _MANIFEST_READERS = 16  # manifests of one plan read at once
+# a topic found not tiered is asked again after this long (it may be switched on; as
+# Kafka clients refresh metadata every metadata.max.age.ms)
+_RECHECK_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -112,6 +116,7 @@ class BucketPlanner:
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
         self._tiered: set[str] = set()
+        self._not_tiered: dict[str, float] = {}  # topic -> when it was found not tiered
         self._url: str | None = options.storage_url
 
     def route(
@@ -156,12 +161,18 @@ class BucketPlanner:
         """The topic id of each tiered topic among ``topics``."""
         if not topics:
             return {}
+        now = time.monotonic()
         for t in sorted(topics - self._tiered):
+            if now - self._not_tiered.get(t, -_RECHECK_S) < _RECHECK_S:
+                continue
             entry = offsets.admin.describe_configs(t, keys=["remote.storage.enable"]).get(
                 "remote.storage.enable"
             )
             if entry is not None and (entry.value or "").lower() == "true":
                 self._tiered.add(t)
+                self._not_tiered.pop(t, None)
+            else:
+                self._not_tiered[t] = now
         tiered = sorted(topics & self._tiered)
         if not tiered:
             return {}

@@ -34,6 +34,15 @@ def test_fetch_size_follows_kafka_option():
     assert o.fetch_bytes == 1048576
 
 
+def test_storage_reads_and_the_buckets_filesystem_options():
+    o = src(subscribe="a")
+    assert o.storage_reads == "auto" and o.storage_url is None and o.storage_options == {}
+    o = src(subscribe="a", storageReads="NEVER", **{"storage.url": "s3://b/tier",
+            "storage.options.endpoint_url": "http://127.0.0.1:9000"})
+    assert o.storage_reads == "never" and o.storage_url == "s3://b/tier"
+    assert o.storage_options == {"endpoint_url": "http://127.0.0.1:9000"}
+
+
 def test_min_records_per_partition_groups_by_default():
     assert src(subscribe="a").min_records_per_partition == 250_000
     assert src(subscribe="a", minRecordsPerPartition="1").min_records_per_partition == 1
@@ -112,6 +121,8 @@ def test_case_insensitive_keys():
         ({"subscribe": "a", "kafka.max.partition.fetch.bytes": "0"}, "must be >= 1"),
         ({"subscribe": "a", "kafka.max.partition.fetch.bytes": "4MB"}, "not an integer"),
         ({"subscribe": "a", "maxOffsetPerTrigger": "5"}, "did you mean 'maxOffsetsPerTrigger'"),
+        ({"subscribe": "a", "storageReads": "always"}, "use 'auto' or 'never'"),
+        ({"subscribe": "a", "storageRead": "never"}, "did you mean 'storageReads'"),
         ({"subscribe": "a", "startingOffset": "earliest"}, "did you mean 'startingOffsets'"),
         (
             {"assign": '{"a": [0, 1]}', "startingOffsets": '{"a": {"0": 5}}'},

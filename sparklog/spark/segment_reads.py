@@ -330,7 +330,7 @@ def _read_segment(
                              read_committed=read_committed, aborted=aborted,
                              verify_crc=verify_crc)
         if dec.batch.num_rows:
-            yield record_rows(dec.batch, tp, options.include_headers)
+            yield record_rows(dec.batch, (tp,), (dec.batch.num_rows,), options.include_headers)
         if complete[-1][1] >= r.end:
             return
         carry = buf[used:]

@@ -69,6 +69,7 @@ class GroupCoordinator:
         for gid, lg in loaded.items():
             g = Group(gid)
             g.offsets = dict(lg.offsets)
+            g.pending_txn_offsets = {pid: dict(o) for pid, o in lg.pending.items()}
             md = lg.metadata
             if md is not None:
                 g.generation_id = md.generation
@@ -190,6 +191,21 @@ class GroupCoordinator:
             return {tp: err for tp in offsets}
         return self.offsets.commit_offsets(group_id, generation_id, member_id,
                                            group_instance_id, offsets, retention_time_ms)
+
+    def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
+                           generation_id: int, member_id: str, group_instance_id: str | None,
+                           offsets: dict[TopicPartition, OffsetAndMetadata]
+                           ) -> dict[TopicPartition, ErrorCode]:
+        err = self._refuse(group_id)
+        if err is not None:
+            return {tp: err for tp in offsets}
+        return self.offsets.txn_commit_offsets(group_id, producer_id, producer_epoch,
+                                               generation_id, member_id, group_instance_id,
+                                               offsets)
+
+    def complete_txn(self, partition: int, producer_id: int, commit: bool) -> None:
+        """A transaction marker was written to offsets partition ``partition``."""
+        self.offsets.complete_txn(partition, producer_id, commit)
 
     def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None
                       ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None]]:

@@ -44,9 +44,6 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
         whole_error = int(ErrorCode.UNSUPPORTED_VERSION)
     elif acks not in (-1, 0, 1):
         whole_error = int(ErrorCode.INVALID_REQUIRED_ACKS)
-    elif request.transactional_id is not None:
-        # transactions are not served yet; InitProducerId refuses transactional ids too
-        whole_error = int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
 
     responses = []
     waits: list[AcksAllWait] = []
@@ -72,6 +69,16 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
                                       error_message="more than one record batch in a partition"))
                 failed = True
                 continue
+            if request.transactional_id is not None and broker.txn_coordinator is not None:
+                # KIP-890: a transactional batch only to a partition of its transaction
+                code = broker.txn_coordinator.verify_produce(request.transactional_id,
+                                                             (t.name, pd.index), records)
+                if code != ErrorCode.NONE:
+                    parts.append(PartResp(index=pd.index, error_code=int(code), base_offset=-1,
+                                          error_message=f"{t.name}-{pd.index} is not in the "
+                                          "producer's ongoing transaction"))
+                    failed = True
+                    continue
             res = rm.append(t.name, pd.index, records, acks=acks)
             if res.error is not None:
                 err: KafkaError = res.error

@@ -603,10 +603,11 @@ class BrokenDiskLog(MemoryRecordLog):
 
     broken = False
 
-    def append(self, partition: int, records: list, timestamp_ms: int) -> None:
+    def append(self, partition: int, records: list, timestamp_ms: int,
+               producer: tuple[int, int] | None = None) -> None:
         if self.broken:
             raise OSError(28, "No space left on device")
-        super().append(partition, records, timestamp_ms)
+        super().append(partition, records, timestamp_ms, producer)
 
 
 def test_storage_failures_become_error_codes() -> None:

@@ -119,7 +119,7 @@ def test_store_replay_last_value_wins_and_tombstones() -> None:
     # Records of a group all land in the group's partition.
     parts = store.log.partitions  # type: ignore[attr-defined]
     for p, records in parts.items():
-        assert {partition_for_group(decode_key(k).group, 3) for k, _ in records} == {p}
+        assert {partition_for_group(decode_key(r.key).group, 3) for r in records} == {p}
 
 
 def test_replay_skips_garbage_records() -> None:
@@ -156,7 +156,7 @@ def test_the_brokers_record_log_appends_to_the_offsets_partitions_and_replays(
                                              internal=True)
             ensured.append(1)
 
-        log = ReplicatedRecordLog(rm, ensure_topic)
+        log = ReplicatedRecordLog(rm, CONSUMER_OFFSETS, ensure_topic)
         assert list(log.scan(0)) == []  # the topic does not exist yet: nothing to replay
         store = write_some(log)
         assert len(ensured) == 4  # once per append

@@ -259,7 +259,7 @@ class TransactionCoordinator:
     def list_transactions(self, states: Iterable[str] = (), producer_ids: Iterable[int] = (),
                           min_duration_ms: int = -1) -> TxnListing:
         """ListTransactions: every filter given must match (states by Kafka's names,
-        running longer than ``min_duration_ms`` when >= 0)."""
+        running at least ``min_duration_ms`` when >= 0)."""
         wanted: set[TxnState] = set()
         unknown: list[str] = []
         for name in states:
@@ -273,7 +273,8 @@ class TransactionCoordinator:
         out = [m for m in self.txns.values()
                if (not states or m.state in wanted)
                and (not pids or m.producer_id in pids)
-               and (min_duration_ms < 0 or (m.start_ms >= 0 and now - m.start_ms > min_duration_ms))]
+               and (min_duration_ms < 0
+                    or (m.start_ms >= 0 and now - m.start_ms >= min_duration_ms))]
         return TxnListing(unknown, sorted(out, key=lambda m: m.transactional_id))
 
     # ------------------------------------------------------------------ timers

@@ -169,3 +169,21 @@ def test_the_brokers_record_log_appends_to_the_offsets_partitions_and_replays(
             ("t", 0): OffsetAndMetadata(3, metadata="x", commit_timestamp=0)}
     finally:
         manager.shutdown()
+
+
+def test_transactional_offsets_count_from_their_commit_marker() -> None:
+    """TxnOffsetCommit records are replayed as Kafka does: held per producer until its
+    COMMIT marker, dropped at its ABORT marker, pending while neither came."""
+    log = MemoryRecordLog()
+    store = GroupStore(log, 1)
+    store.store_offsets("g", {("t", 0): OffsetAndMetadata(1)}, 0)
+    store.store_offsets("g", {("t", 0): OffsetAndMetadata(5)}, 0, producer=(9, 0))
+    store.store_offsets("g", {("t", 1): OffsetAndMetadata(6)}, 0, producer=(8, 0))
+    loaded = store.load_partition(0)["g"]
+    assert loaded.offsets == {("t", 0): OffsetAndMetadata(1)}
+    assert loaded.pending == {9: {("t", 0): OffsetAndMetadata(5)},
+                              8: {("t", 1): OffsetAndMetadata(6)}}
+    log.add_marker(0, 9, commit=True)
+    log.add_marker(0, 8, commit=False)
+    loaded = store.load_partition(0)["g"]
+    assert (loaded.offsets, loaded.pending) == ({("t", 0): OffsetAndMetadata(5)}, {})

@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from tests.helpers.cli import ok, run
 from tests.helpers.kafka_clients import READ_COMMITTED, READ_UNCOMMITTED, create_topic, kcat_consume
 from tests.helpers.polling import wait_for
 from tests.helpers.servers import ServerProcess
@@ -123,6 +124,15 @@ def test_committed_transactions_survive_sigkill_and_recovery(
     server.kill()  # no clean shutdown: producer state and .txnindex come from recovery
     server.start()
     check_exactly(bs, topic, want)
+    # what the log holds, as kafka-dump-log.sh shows it: two aborted transactions indexed
+    # per partition, and the markers
+    part = server.data_dir / f"{topic}-0"
+    idx = ok(run("dump-log", str(part / "00000000000000000000.txnindex"))).splitlines()
+    assert idx[-1] == "Aborted transactions: 2" and idx[1].startswith("version: 0 producerId: ")
+    dump = ok(run("dump-log", "--print-data", str(part / "00000000000000000000.log")))
+    markers = [ln.split("endTxnMarker: ")[1] for ln in dump.splitlines() if "endTxnMarker" in ln]
+    assert markers == ["COMMIT", "ABORT", "COMMIT", "ABORT"]
+    assert "isTransactional: true isControl: true" in dump
     # the restarted log keeps serving transactions: the same id commits once more
     p2 = producer(bs, "durable-id")
     p2.begin_transaction()

@@ -2,7 +2,8 @@
 transactional producers; read_committed consumers of every client (and kcat) see exactly
 the committed records, in order, with the markers' offsets skipped; fencing by a second
 producer with the same transactional id; consume-transform-produce with
-send_offsets_to_transaction, whose offsets the group sees only at commit."""
+send_offsets_to_transaction, whose offsets the group sees only at commit; and
+``sparklog transactions list|describe``."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 import pytest
 
 from sparklog.cluster.embedded import EmbeddedCluster
+from tests.helpers.cli import ok, one_error, run
 from tests.helpers.kafka_clients import (
     CLIENTS,
     DEADLINE_S,
@@ -224,3 +226,36 @@ def test_aiokafka_transactional_producer(cluster: EmbeddedCluster) -> None:
     asyncio.run(asyncio.wait_for(run(), DEADLINE_S))
     got = kcat_consume(bs, topic, PARTS, 6, isolation=READ_COMMITTED)
     assert [m.value for m in sorted(got, key=lambda m: m.offset)] == vals("k", 6)
+
+
+def test_cli_lists_and_describes_transactions(cluster: EmbeddedCluster) -> None:
+    """``sparklog transactions list|describe`` (kafka-transactions.sh's columns), an open
+    transaction found by its running time."""
+    bs = cluster.bootstrap_servers
+    topic = "txn-cli"
+    create_topic(bs, topic, PARTS)
+    p = ck_txn_producer(bs, "cli-open")
+    p.begin_transaction()
+    p.produce(topic, value=b"x", partition=1)
+    p.flush(DEADLINE_S)
+    try:
+        out = ok(run("transactions", "list", "--state", "Ongoing", "--duration-ms", "0",
+                     "--bootstrap-server", bs)).splitlines()
+        assert out[0].split() == ["TransactionalId", "Coordinator", "ProducerId",
+                                  "TransactionState"]
+        rows = [ln.split() for ln in out[1:]]
+        assert ["cli-open", "1"] == rows[0][:2] and rows[0][3] == "Ongoing" and len(rows) == 1
+        out = ok(run("transactions", "list", "--duration-ms", "3600000",
+                     "--bootstrap-server", bs)).splitlines()
+        assert out[1:] == []  # nothing open that long
+        out = ok(run("transactions", "describe", "--transactional-id", "cli-open",
+                     "--bootstrap-server", bs)).splitlines()
+        assert out[0].split()[:5] == ["CoordinatorId", "TransactionalId", "ProducerId",
+                                      "ProducerEpoch", "TransactionState"]
+        cells = out[1].split()
+        assert cells[1] == "cli-open" and cells[4] == "Ongoing" and cells[-1] == f"{topic}-1"
+    finally:
+        p.abort_transaction(DEADLINE_S)
+    err = one_error(run("transactions", "describe", "--transactional-id", "nobody",
+                        "--bootstrap-server", bs))
+    assert "TRANSACTIONAL_ID_NOT_FOUND" in err or "nobody" in err

@@ -18,11 +18,10 @@ from sparklog.broker.group.coordinator import GroupCoordinator
 from sparklog.broker.group.records import NO_LEADER_EPOCH, OffsetAndMetadata
 from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.errors import CoordinatorNotAvailableError, ErrorCode, KafkaError
+from sparklog.protocol.messages.groups import KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION
 from sparklog.protocol.schema import Message, TopLevel
 
 INT32_MIN = -(1 << 31)
-KEY_TYPE_GROUP = 0
-KEY_TYPE_TRANSACTION = 1
 
 
 def _host(ctx: RequestContext) -> str:

@@ -138,6 +138,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
      "How often transactions past their timeout are looked for and aborted."),
     ("transaction.remove.expired.transaction.cleanup.interval.ms", "int", "3600000",
      "How often expired transactional ids are looked for and removed."),
+    ("transaction.two.phase.commit.enable", "boolean", "false",
+     "Allow producers to ask for two-phase commit (KIP-939: no timeout, kept prepared)."),
     ("log.segment.bytes", "int", "1073741824", "Segment size (topic: segment.bytes)."),
     ("log.roll.ms", "long", None, "Roll a segment after this (topic: segment.ms)."),
     ("log.roll.hours", "int", "168", "Roll a segment after this many hours."),

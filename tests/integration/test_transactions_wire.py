@@ -1,7 +1,7 @@
 """Transaction APIs on the wire at every version the broker advertises (clients use one
 version each): a whole transaction per version, the KIP-890 verify form and the produce
-check it backs, fencing codes per KIP-588, WriteTxnMarkers, Describe/ListTransactions, and
-the LSO as Fetch and ListOffsets report it."""
+check it backs, fencing codes per KIP-588, KIP-939's InitProducerId v6, WriteTxnMarkers,
+Describe/ListTransactions, and the LSO as Fetch and ListOffsets report it."""
 
 from __future__ import annotations
 
@@ -21,6 +21,11 @@ from tests.helpers.requests import fetch_request, produce_request
 
 TOPIC = "wire-txn"
 READ_COMMITTED = 1
+
+
+@pytest.fixture(scope="module")
+def broker_config() -> dict[str, str]:
+    return {"transaction.two.phase.commit.enable": "true"}
 
 
 @pytest.fixture(scope="module")
@@ -245,3 +250,34 @@ def test_describe_and_list_transactions(wire_cluster: EmbeddedCluster, kafka_wir
         transactional_ids=[txn_id]))
     assert (r.transaction_states[0].transaction_state, r.transaction_states[0].topics) == (
         "CompleteAbort", [])
+
+
+def test_kip939_prepared_transaction_completed_by_a_new_producer(
+        wire_cluster: EmbeddedCluster, kafka_wire: Any) -> None:
+    """InitProducerId v6: a 2PC producer writes and "prepares" (flushes, does not end); a
+    new connection, as the recovering driver, keeps the transaction, learns its producer
+    id and epoch, and commits it under the bumped epoch."""
+    w = kafka_wire(wire_cluster.bootstrap_servers)
+    txn_id = "wire-2pc"
+    ip = tx.InitProducerIdRequest
+    r = w.call(ApiKey.INIT_PRODUCER_ID, 6, ip(transactional_id=txn_id,
+                                              transaction_timeout_ms=1, enable_2pc=True))
+    assert r.error_code == E.NONE and r.ongoing_txn_producer_id == -1
+    pid, epoch = r.producer_id, r.producer_epoch
+    assert add_partitions(w, 3, txn_id, pid, epoch, [2]) == [E.NONE]
+    hw0 = stable_offsets(w, 2)[0]
+    assert produce_txn(w, txn_id, pid, epoch, 2, 0).error_code == E.NONE
+    w2 = kafka_wire(wire_cluster.bootstrap_servers)
+    r = w2.call(ApiKey.INIT_PRODUCER_ID, 6, ip(transactional_id=txn_id, transaction_timeout_ms=1,
+                                               enable_2pc=True, keep_prepared_txn=True))
+    assert (r.error_code, r.producer_id, r.producer_epoch, r.ongoing_txn_producer_id,
+            r.ongoing_txn_producer_epoch) == (E.NONE, pid, epoch + 1, pid, epoch)
+    assert stable_offsets(w2, 2)[1] == hw0  # still prepared: the LSO waits
+    assert end(w2, 4, txn_id, pid, epoch + 1, commit=True) == E.NONE
+    hw, lso, _ = stable_offsets(w2, 2)
+    assert lso == hw == hw0 + 4
+    # keep_prepared_txn without enable_2pc is a malformed request
+    r = w2.call(ApiKey.INIT_PRODUCER_ID, 6, ip(transactional_id=txn_id,
+                                               transaction_timeout_ms=1000,
+                                               keep_prepared_txn=True))
+    assert r.error_code == E.INVALID_REQUEST

@@ -17,7 +17,9 @@ class TxnConfig:
     transaction_state_log_num_partitions: int = 50
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10000
     transaction_remove_expired_transaction_cleanup_interval_ms: int = 3600000
+    transaction_two_phase_commit_enable: bool = False
 
     @classmethod
     def from_broker_config(cls, cfg: BrokerConfig) -> TxnConfig:
-        return cls(**{f.name: int(cfg.get(f.name.replace("_", "."))) for f in fields(cls)})
+        """Every field from its key's typed value (``BrokerConfig.get``)."""
+        return cls(**{f.name: cfg.get(f.name.replace("_", ".")) for f in fields(cls)})

@@ -14,6 +14,13 @@ written synchronously (every partition is local on a single node): the answer to
 comes once the transaction is CompleteCommit/CompleteAbort, unless a marker could not be
 written, in which case the transaction stays prepared and the abort timer retries it.
 
+Two-phase commit (KIP-939): a producer that asks for ``enable_2pc`` (the broker allows it
+with ``transaction.two.phase.commit.enable``) gets transactions that no timeout aborts
+(stored with Kafka's Integer.MAX_VALUE timeout); a new instance asking
+``keep_prepared_txn`` takes an open transaction over under a bumped epoch instead of
+aborting it, learns the (producer id, epoch) it was written under, and ends it with EndTxn
+commit or abort, whichever its own record of the prepared transaction says.
+
 Fencing: InitProducerId bumps the epoch (a new producer id once the epoch is exhausted); a
 request carrying an older epoch gets PRODUCER_FENCED (the handlers turn that into
 INVALID_PRODUCER_EPOCH for versions before KIP-588). An InitProducerId meeting an
@@ -40,9 +47,23 @@ from sparklog.protocol.internal_topics import CONSUMER_OFFSETS, TRANSACTION_STAT
 
 log = logging.getLogger(__name__)
 
-__all__ = ["TransactionCoordinator", "TxnListing"]
+__all__ = ["InitResult", "NO_TIMEOUT_MS", "TransactionCoordinator", "TxnListing"]
+
+# a two-phase-commit transaction's timeout (KIP-939, as Kafka stores it): never aborted by time
+NO_TIMEOUT_MS = 0x7FFFFFFF
 
 E = ErrorCode
+
+
+@dataclass(frozen=True)
+class InitResult:
+    """InitProducerId's answer; ``ongoing_*`` name a transaction kept open (KIP-939)."""
+
+    error: ErrorCode
+    producer_id: int = -1
+    producer_epoch: int = -1
+    ongoing_producer_id: int = -1
+    ongoing_producer_epoch: int = -1
 
 
 @dataclass(frozen=True)
@@ -141,15 +162,23 @@ class TransactionCoordinator:
     # ------------------------------------------------------------------ requests
 
     def init_producer_id(self, transactional_id: str, timeout_ms: int, producer_id: int = -1,
-                         producer_epoch: int = -1) -> tuple[ErrorCode, int, int]:
-        """(error, producer id, epoch) for a transactional producer's InitProducerId;
-        ``producer_id``/``producer_epoch`` >= 0 ask to bump that epoch (KIP-360)."""
-        if not transactional_id:
-            return E.INVALID_REQUEST, -1, -1
+                         producer_epoch: int = -1, *, enable_2pc: bool = False,
+                         keep_prepared: bool = False) -> InitResult:
+        """A transactional producer's InitProducerId; ``producer_id``/``producer_epoch``
+        >= 0 ask to bump that epoch (KIP-360). ``enable_2pc`` (KIP-939) makes the
+        transactions of this id unbounded by time (allowed by
+        ``transaction.two.phase.commit.enable``); ``keep_prepared`` keeps an open
+        transaction for the new producer instance to complete, and names it."""
+        if not transactional_id or (keep_prepared and not enable_2pc):
+            return InitResult(E.INVALID_REQUEST)
+        if enable_2pc and not self.config.transaction_two_phase_commit_enable:
+            return InitResult(E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         if not self.serves(transactional_id):
-            return E.NOT_COORDINATOR, -1, -1
-        if not 0 < timeout_ms <= self.config.transaction_max_timeout_ms:
-            return E.INVALID_TRANSACTION_TIMEOUT, -1, -1
+            return InitResult(E.NOT_COORDINATOR)
+        if enable_2pc:
+            timeout_ms = NO_TIMEOUT_MS
+        elif not 0 < timeout_ms <= self.config.transaction_max_timeout_ms:
+            return InitResult(E.INVALID_TRANSACTION_TIMEOUT)
         now = self.clock.now_ms()
         m = self.txns.get(transactional_id)
         if m is None:
@@ -158,15 +187,25 @@ class TransactionCoordinator:
         if producer_id >= 0:
             if producer_id != m.producer_id or producer_epoch not in (m.producer_epoch,
                                                                      m.last_producer_epoch):
-                return E.PRODUCER_FENCED, -1, -1
+                return InitResult(E.PRODUCER_FENCED)
             if producer_epoch == m.last_producer_epoch and m.state == TxnState.EMPTY:
-                return E.NONE, m.producer_id, m.producer_epoch  # a retried bump
+                return InitResult(E.NONE, m.producer_id, m.producer_epoch)  # a retried bump
         if m.is_prepared:
-            return E.CONCURRENT_TRANSACTIONS, -1, -1
+            return InitResult(E.CONCURRENT_TRANSACTIONS)
+        if m.state == TxnState.ONGOING and keep_prepared:
+            # KIP-939: the new instance takes the prepared transaction over (the old one is
+            # fenced by the bump) and ends it with EndTxn
+            nxt = m.moved(now, producer_epoch=m.producer_epoch + 1,
+                          last_producer_epoch=m.producer_epoch, timeout_ms=timeout_ms)
+            err = self._persist(nxt)
+            if err is not E.NONE:
+                return InitResult(err)
+            return InitResult(E.NONE, nxt.producer_id, nxt.producer_epoch, m.producer_id,
+                              m.producer_epoch)
         if m.state == TxnState.ONGOING:
             # a new producer instance: abort the old one's transaction under a fenced epoch
             self._abort_fenced(m)
-            return E.CONCURRENT_TRANSACTIONS, -1, -1
+            return InitResult(E.CONCURRENT_TRANSACTIONS)
         if m.producer_epoch + 1 >= MAX_EPOCH - 1:
             nxt = m.moved(now, producer_id=self._new_producer_id(), producer_epoch=0,
                           last_producer_epoch=-1)
@@ -177,8 +216,8 @@ class TransactionCoordinator:
                         partitions=frozenset(), start_ms=-1)
         err = self._persist(nxt)
         if err is not E.NONE:
-            return err, -1, -1
-        return E.NONE, nxt.producer_id, nxt.producer_epoch
+            return InitResult(err)
+        return InitResult(E.NONE, nxt.producer_id, nxt.producer_epoch)
 
     def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
                        partitions: Iterable[TopicPartition]) -> ErrorCode:
@@ -285,7 +324,8 @@ class TransactionCoordinator:
         now = self.clock.now_ms()
         n = 0
         for m in list(self.txns.values()):
-            if m.state == TxnState.ONGOING and now - m.start_ms > m.timeout_ms:
+            if (m.state == TxnState.ONGOING and m.timeout_ms != NO_TIMEOUT_MS
+                    and now - m.start_ms > m.timeout_ms):
                 log.info("aborting transaction of %r (producer %d, epoch %d): open %d ms, "
                          "timeout %d ms", m.transactional_id, m.producer_id, m.producer_epoch,
                          now - m.start_ms, m.timeout_ms)

@@ -12,19 +12,25 @@ from sparklog.protocol.schema import api, f, schema
 #   v3  producer_id/producer_epoch of the caller, to bump its epoch after errors (KIP-360)
 #   v4  same layout (PRODUCER_FENCED may be returned, KIP-588)
 #   v5  same layout (TRANSACTION_ABORTABLE may be returned, KIP-890)
+#   v6  enable_2pc and keep_prepared_txn; the response names the transaction kept open
+#       (KIP-939 two-phase commit)
 INIT_PRODUCER_ID = api(
-    22, "InitProducerId", versions=(0, 5), flexible=2,
+    22, "InitProducerId", versions=(0, 6), flexible=2,
     request=schema("InitProducerIdRequest", [
         f("transactional_id", "string", nullable="0+"),
         f("transaction_timeout_ms", "int32"),
         f("producer_id", "int64", "3+", default=-1),
         f("producer_epoch", "int16", "3+", default=-1),
+        f("enable_2pc", "bool", "6+", default=False),
+        f("keep_prepared_txn", "bool", "6+", default=False),
     ]),
     response=schema("InitProducerIdResponse", [
         f("throttle_time_ms", "int32"),
         f("error_code", "int16"),
         f("producer_id", "int64", default=-1),
         f("producer_epoch", "int16"),
+        f("ongoing_txn_producer_id", "int64", "6+", default=-1),
+        f("ongoing_txn_producer_epoch", "int16", "6+", default=-1),
     ]),
 )
 InitProducerIdRequest = INIT_PRODUCER_ID.request

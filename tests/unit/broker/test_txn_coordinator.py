@@ -1,6 +1,7 @@
 """The transaction coordinator's state machine over an in-memory ``__transaction_state``:
 epochs and fencing, Empty -> Ongoing -> Prepare* -> Complete*, markers, a crash between
-the logged decision and its markers, timeouts, id expiry, and the record formats."""
+the logged decision and its markers, timeouts, id expiry, two-phase commit (KIP-939), and
+the record formats."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Iterable
 
 from sparklog.broker.group.store import MemoryRecordLog
 from sparklog.broker.txn.config import TxnConfig
-from sparklog.broker.txn.coordinator import TransactionCoordinator
+from sparklog.broker.txn.coordinator import NO_TIMEOUT_MS, InitResult, TransactionCoordinator
 from sparklog.broker.txn.records import (
     TxnLogValue,
     TxnState,
@@ -53,6 +54,13 @@ class Ids:
         return self.n
 
 
+def init(tc: TransactionCoordinator, transactional_id: str, timeout_ms: int,
+         producer_id: int = -1, producer_epoch: int = -1) -> tuple[E, int, int]:
+    """InitProducerId's (error, producer id, epoch)."""
+    r = tc.init_producer_id(transactional_id, timeout_ms, producer_id, producer_epoch)
+    return r.error, r.producer_id, r.producer_epoch
+
+
 def make(log: MemoryRecordLog | None = None, clock: FakeClock | None = None,
          markers: RecordingMarkers | None = None, **cfg: int
          ) -> tuple[TransactionCoordinator, RecordingMarkers, FakeClock, MemoryRecordLog]:
@@ -68,23 +76,23 @@ def make(log: MemoryRecordLog | None = None, clock: FakeClock | None = None,
 
 def test_epochs_bump_on_each_init_and_fence_old_requests() -> None:
     tc, _m, _c, _l = make()
-    assert tc.init_producer_id("t", 60000) == (E.NONE, 1001, 0)
-    assert tc.init_producer_id("t", 60000) == (E.NONE, 1001, 1)
+    assert init(tc, "t", 60000) == (E.NONE, 1001, 0)
+    assert init(tc, "t", 60000) == (E.NONE, 1001, 1)
     assert tc.add_partitions("t", 1001, 0, [("a", 0)]) == E.PRODUCER_FENCED
     assert tc.add_partitions("t", 1002, 1, [("a", 0)]) == E.INVALID_PRODUCER_ID_MAPPING
     assert tc.add_partitions("unknown", 1001, 1, [("a", 0)]) == E.INVALID_PRODUCER_ID_MAPPING
-    assert tc.init_producer_id("t", 900001)[0] == E.INVALID_TRANSACTION_TIMEOUT
-    assert tc.init_producer_id("t", 0)[0] == E.INVALID_TRANSACTION_TIMEOUT
-    assert tc.init_producer_id("", 1000)[0] == E.INVALID_REQUEST
+    assert init(tc, "t", 900001)[0] == E.INVALID_TRANSACTION_TIMEOUT
+    assert init(tc, "t", 0)[0] == E.INVALID_TRANSACTION_TIMEOUT
+    assert init(tc, "", 1000)[0] == E.INVALID_REQUEST
     # KIP-360: the current epoch may ask for a bump; a retried bump gets the same answer
-    assert tc.init_producer_id("t", 60000, 1001, 1) == (E.NONE, 1001, 2)
-    assert tc.init_producer_id("t", 60000, 1001, 1) == (E.NONE, 1001, 2)
-    assert tc.init_producer_id("t", 60000, 1001, 0)[0] == E.PRODUCER_FENCED
+    assert init(tc, "t", 60000, 1001, 1) == (E.NONE, 1001, 2)
+    assert init(tc, "t", 60000, 1001, 1) == (E.NONE, 1001, 2)
+    assert init(tc, "t", 60000, 1001, 0)[0] == E.PRODUCER_FENCED
 
 
 def test_commit_writes_markers_then_completes_and_survives_reload() -> None:
     tc, markers, clock, log = make()
-    _e, pid, epoch = tc.init_producer_id("t", 60000)
+    _e, pid, epoch = init(tc, "t", 60000)
     assert tc.add_partitions("t", pid, epoch, [("a", 0), ("b", 1)]) == E.NONE
     assert tc.add_offsets("t", pid, epoch, "group") == E.NONE
     m = tc.txns["t"]
@@ -102,13 +110,13 @@ def test_commit_writes_markers_then_completes_and_survives_reload() -> None:
 
 def test_a_logged_decision_is_completed_after_a_crash() -> None:
     tc, markers, _clock, log = make()
-    _e, pid, epoch = tc.init_producer_id("t", 60000)
+    _e, pid, epoch = init(tc, "t", 60000)
     tc.add_partitions("t", pid, epoch, [("a", 0), ("a", 1)])
     markers.down = True  # the decision is logged, no marker gets written
     assert tc.end_txn("t", pid, epoch, commit=True) == E.NONE
     assert tc.txns["t"].state == TxnState.PREPARE_COMMIT
     assert tc.end_txn("t", pid, epoch, commit=True) == E.CONCURRENT_TRANSACTIONS
-    assert tc.init_producer_id("t", 60000)[0] == E.CONCURRENT_TRANSACTIONS
+    assert init(tc, "t", 60000)[0] == E.CONCURRENT_TRANSACTIONS
     # a new coordinator (the restarted broker) completes it from the log
     fresh = RecordingMarkers()
     again, _m, _c, _l = make(log, markers=fresh)
@@ -118,20 +126,20 @@ def test_a_logged_decision_is_completed_after_a_crash() -> None:
 
 def test_a_new_producer_aborts_the_open_transaction_under_a_bumped_epoch() -> None:
     tc, markers, _c, _l = make()
-    _e, pid, epoch = tc.init_producer_id("t", 60000)
+    _e, pid, epoch = init(tc, "t", 60000)
     tc.add_partitions("t", pid, epoch, [("a", 0)])
-    assert tc.init_producer_id("t", 60000)[0] == E.CONCURRENT_TRANSACTIONS
+    assert init(tc, "t", 60000)[0] == E.CONCURRENT_TRANSACTIONS
     assert markers.written == [(pid, epoch + 1, False, ("a", 0))]
     assert tc.txns["t"].state == TxnState.COMPLETE_ABORT
-    assert tc.init_producer_id("t", 60000) == (E.NONE, pid, epoch + 2)
+    assert init(tc, "t", 60000) == (E.NONE, pid, epoch + 2)
     assert tc.end_txn("t", pid, epoch, commit=True) == E.PRODUCER_FENCED
 
 
 def test_timed_out_transactions_are_aborted_and_their_producer_fenced() -> None:
     tc, markers, clock, _l = make()
-    _e, pid, epoch = tc.init_producer_id("slow", 1000)
+    _e, pid, epoch = init(tc, "slow", 1000)
     tc.add_partitions("slow", pid, epoch, [("a", 0)])
-    _e, pid2, epoch2 = tc.init_producer_id("quick", 60000)
+    _e, pid2, epoch2 = init(tc, "quick", 60000)
     tc.add_partitions("quick", pid2, epoch2, [("a", 1)])
     clock.now += 1001
     assert tc.abort_timed_out() == 1
@@ -143,8 +151,8 @@ def test_timed_out_transactions_are_aborted_and_their_producer_fenced() -> None:
 
 def test_idle_ids_expire_open_ones_do_not() -> None:
     tc, _m, clock, log = make(transactional_id_expiration_ms=5000)
-    tc.init_producer_id("idle", 60000)
-    _e, pid, epoch = tc.init_producer_id("busy", 60000)
+    init(tc, "idle", 60000)
+    _e, pid, epoch = init(tc, "busy", 60000)
     tc.add_partitions("busy", pid, epoch, [("a", 0)])
     clock.now += 5001
     assert tc.expire_ids() == 1
@@ -155,9 +163,9 @@ def test_idle_ids_expire_open_ones_do_not() -> None:
 
 def test_list_and_describe() -> None:
     tc, _m, clock, _l = make()
-    _e, pid, epoch = tc.init_producer_id("x", 60000)
+    _e, pid, epoch = init(tc, "x", 60000)
     tc.add_partitions("x", pid, epoch, [("a", 0)])
-    tc.init_producer_id("y", 60000)
+    init(tc, "y", 60000)
     assert tc.describe("nope") == (E.TRANSACTIONAL_ID_NOT_FOUND, None)
     listing = tc.list_transactions(["ongoing", "Nope"])
     assert listing.unknown_states == ["Nope"]
@@ -172,11 +180,11 @@ def test_state_partitions_load_and_unload_one_at_a_time() -> None:
     tc, _m, _c, log = make()
     ids = [f"id-{i}" for i in range(12)]
     for t in ids:
-        tc.init_producer_id(t, 60000)
+        init(tc, t, 60000)
     p = tc.store.partition_for(ids[0])
     mine = {t for t in ids if tc.store.partition_for(t) == p}
     assert tc.unload_partition(p) == len(mine)
-    assert not tc.serves(ids[0]) and tc.init_producer_id(ids[0], 60000)[0] == E.NOT_COORDINATOR
+    assert not tc.serves(ids[0]) and init(tc, ids[0], 60000)[0] == E.NOT_COORDINATOR
     assert tc.load_partition(p) == len(mine)
     assert mine <= set(tc.txns)
 
@@ -197,3 +205,35 @@ def test_record_formats_are_kafkas() -> None:
     assert [s.kafka_name for s in TxnState] == [
         "Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort",
         "Dead", "PrepareEpochFence"]
+
+
+def test_two_phase_commit_needs_the_broker_switch() -> None:
+    tc, _m, _c, _l = make()
+    assert tc.init_producer_id("p", 1000, enable_2pc=True).error == \
+        E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    tc2, _m2, _c2, _l2 = make(transaction_two_phase_commit_enable=True)
+    assert tc2.init_producer_id("p", 1000, keep_prepared=True).error == E.INVALID_REQUEST
+
+
+def test_a_prepared_transaction_survives_its_producer_and_is_completed_by_the_next() -> None:
+    tc, markers, clock, log = make(transaction_two_phase_commit_enable=True)
+    first = tc.init_producer_id("spark-q1-b7-t3", 1000, enable_2pc=True)
+    pid, epoch = first.producer_id, first.producer_epoch
+    assert tc.add_partitions("spark-q1-b7-t3", pid, epoch, [("out", 0), ("out", 1)]) == E.NONE
+    assert tc.txns["spark-q1-b7-t3"].timeout_ms == NO_TIMEOUT_MS
+    clock.now += 10 * 86_400_000  # no timeout aborts a 2PC transaction
+    assert tc.abort_timed_out() == 0 and markers.written == []
+    # the writer is gone; whoever recovers (after a coordinator restart too) keeps it open
+    tc, markers, clock, log = make(log, clock, transaction_two_phase_commit_enable=True)
+    again = tc.init_producer_id("spark-q1-b7-t3", 1000, enable_2pc=True, keep_prepared=True)
+    assert again == InitResult(E.NONE, pid, epoch + 1, pid, epoch)
+    assert tc.txns["spark-q1-b7-t3"].state == TxnState.ONGOING
+    assert tc.end_txn("spark-q1-b7-t3", pid, epoch, commit=True) == E.PRODUCER_FENCED
+    assert tc.end_txn("spark-q1-b7-t3", pid, epoch + 1, commit=True) == E.NONE
+    assert sorted(markers.written) == [(pid, epoch + 1, True, ("out", 0)),
+                                       (pid, epoch + 1, True, ("out", 1))]
+    # without keep_prepared_txn a new instance aborts what is open, as in KIP-98
+    _e, pid, epoch = init(tc, "other", 1000)
+    tc.add_partitions("other", pid, epoch, [("out", 2)])
+    assert tc.init_producer_id("other", 1000, enable_2pc=True).error == E.CONCURRENT_TRANSACTIONS
+    assert markers.written[-1] == (pid, epoch + 1, False, ("out", 2))

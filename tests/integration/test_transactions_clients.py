@@ -259,3 +259,46 @@ def test_cli_lists_and_describes_transactions(cluster: EmbeddedCluster) -> None:
     err = one_error(run("transactions", "describe", "--transactional-id", "nobody",
                         "--bootstrap-server", bs))
     assert "TRANSACTIONAL_ID_NOT_FOUND" in err or "nobody" in err
+
+
+def test_sparklogs_consumer_and_arrow_fetcher_read_committed(cluster: EmbeddedCluster,
+                                                             committed_topic) -> None:
+    """sparklog's own readers: Consumer(isolation.level) and ArrowFetcher (the Spark
+    source's path) drop the aborted transaction and the markers; ListOffsets latest under
+    read_committed is the LSO."""
+    from sparklog.client import AdminClient, ArrowFetcher, Consumer, OffsetSpec, TopicPartition
+
+    bs = cluster.bootstrap_servers
+    topic, committed, _aborted = committed_topic
+    want = {p: by_partition(committed[:10])[p] + by_partition(committed[10:])[p]
+            for p in range(PARTS)}
+    c = Consumer({"bootstrap.servers": bs, "isolation.level": READ_COMMITTED,
+                  "enable.auto.commit": False})
+    try:
+        c.assign([(topic, p, 0) for p in range(PARTS)])
+        got: dict[int, list[bytes]] = {p: [] for p in range(PARTS)}
+        n = 0
+        for _ in range(100):
+            for r in c.consume(100, 0.5):
+                got[r.partition].append(r.value)
+                n += 1
+            if n >= len(committed):
+                break
+        assert got == want
+    finally:
+        c.close()
+    f = ArrowFetcher({"bootstrap.servers": bs})
+    try:
+        for p in range(PARTS):
+            rows = f.fetch(TopicPartition(topic, p), 0, isolation_level=READ_COMMITTED)
+            assert rows.batch.column("value").to_pylist() == want[p]
+            assert rows.next_offset == rows.last_stable_offset == 23
+    finally:
+        f.close()
+    admin = AdminClient({"bootstrap.servers": bs})
+    try:
+        ends = admin.list_offsets({TopicPartition(topic, p): OffsetSpec.latest()
+                                   for p in range(PARTS)}, isolation_level=READ_COMMITTED)
+        assert {tp.partition: o for tp, (o, _ts) in ends.items()} == {p: 23 for p in range(PARTS)}
+    finally:
+        admin.close()

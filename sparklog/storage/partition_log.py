@@ -134,6 +134,9 @@ class PartitionLog:
         self._recovery_point = loaded.recovery_point
         hw = 0 if high_watermark is None else high_watermark
         self._hw = min(max(hw, self._log_start_offset), self._leo)
+        # whether any segment may hold an aborted transaction: read_committed fetches of a
+        # log that never had one skip the .txnindex walk
+        self._has_aborted = any(s.txn_index.entries for s in self._segments)
 
     # ================================================================== properties
     @property
@@ -167,6 +170,8 @@ class PartitionLog:
         """The aborted transactions overlapping [fetch_offset, upper_bound): what a
         ``read_committed`` fetch of that range reports (Kafka's
         ``collectAbortedTransactions``), from the segment holding ``fetch_offset`` on."""
+        if not self._has_aborted:
+            return []
         with self._lock:
             segs = self._segments
             i = max(0, bisect_right(segs, fetch_offset, key=BY_BASE_OFFSET) - 1)
@@ -355,6 +360,7 @@ class PartitionLog:
                 self._segments[-1].txn_index.append(AbortedTxn(
                     txn.producer_id, txn.first_offset, txn.last_offset,
                     self._producers.stable_offset_after(txn)))
+                self._has_aborted = True
 
     def _replace_empty_active(self, base: int) -> None:
         old = self._segments.pop()
@@ -599,6 +605,7 @@ class PartitionLog:
             self._producers.delete_snapshots_from(self._leo + 1)
             rebuild_producer_state(self._producers, self._segments, self._log_start_offset,
                                    self._leo)
+            self._has_aborted = any(s.txn_index.entries for s in self._segments)
         self._notify()
         return True
 

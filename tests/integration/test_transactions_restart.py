@@ -71,12 +71,18 @@ def check_exactly(bs: str, topic: str, want: Written) -> None:
         assert [v for q, v in got if q == part] == [v for q, v in want if q == part]
 
 
+def started(server_factory: Callable[..., ServerProcess], topic: str
+            ) -> tuple[ServerProcess, str]:
+    """A server process (fast abort timer) with ``topic``; and its bootstrap address."""
+    server = server_factory(extra=SERVER_SETTINGS).start()
+    create_topic(server.bootstrap_servers, topic, PARTS)
+    return server, server.bootstrap_servers
+
+
 def test_sigkill_mid_transaction_is_all_or_nothing(
         server_factory: Callable[..., ServerProcess]) -> None:
-    server = server_factory(extra=SERVER_SETTINGS).start()
-    bs = server.bootstrap_servers
     topic = "txn-crash"
-    create_topic(bs, topic, PARTS)
+    server, bs = started(server_factory, topic)
     p = producer(bs, "crash-id")
     p.begin_transaction()
     committed = write(p, topic, "committed", 30)
@@ -107,10 +113,8 @@ def test_sigkill_mid_transaction_is_all_or_nothing(
 
 def test_committed_transactions_survive_sigkill_and_recovery(
         server_factory: Callable[..., ServerProcess]) -> None:
-    server = server_factory(extra=SERVER_SETTINGS).start()
-    bs = server.bootstrap_servers
     topic = "txn-durable"
-    create_topic(bs, topic, PARTS)
+    server, bs = started(server_factory, topic)
     p = producer(bs, "durable-id")
     want: Written = []
     for round_ in range(4):

@@ -16,6 +16,8 @@ AddPartitionsToTxn v4-v5 is the broker-to-broker verify form of KIP-890 part 1.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from sparklog.broker.dispatch import RequestContext, api_spec, register
 from sparklog.broker.group.records import OffsetAndMetadata
 from sparklog.broker.txn.coordinator import TransactionCoordinator
@@ -88,30 +90,26 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, request: TopLevel) -
     return cls(throttle_time_ms=0, error_code=0, results_by_transaction=out)
 
 
+def _one_error(ctx: RequestContext, call: Callable[[TransactionCoordinator], ErrorCode]
+               ) -> TopLevel:
+    """The response of an API whose answer is one error code (fenced per KIP-588 from v2)."""
+    tc = _coordinator(ctx)
+    err = E.COORDINATOR_NOT_AVAILABLE if tc is None else fenced_code(call(tc), ctx.api_version, 2)
+    return api_spec(ctx.api_key).response(throttle_time_ms=0, error_code=int(err))
+
+
 @register(ApiKey.ADD_OFFSETS_TO_TXN, 0, 4)
 async def handle_add_offsets_to_txn(ctx: RequestContext, request: TopLevel) -> TopLevel:
-    cls = api_spec(ApiKey.ADD_OFFSETS_TO_TXN).response
-    tc = _coordinator(ctx)
-    if tc is None:
-        err = E.COORDINATOR_NOT_AVAILABLE
-    else:
-        err = fenced_code(tc.add_offsets(request.transactional_id, request.producer_id,
-                                         request.producer_epoch, request.group_id),
-                          ctx.api_version, 2)
-    return cls(throttle_time_ms=0, error_code=int(err))
+    return _one_error(ctx, lambda tc: tc.add_offsets(
+        request.transactional_id, request.producer_id, request.producer_epoch,
+        request.group_id))
 
 
 @register(ApiKey.END_TXN, 0, 4)
 async def handle_end_txn(ctx: RequestContext, request: TopLevel) -> TopLevel:
-    cls = api_spec(ApiKey.END_TXN).response
-    tc = _coordinator(ctx)
-    if tc is None:
-        err = E.COORDINATOR_NOT_AVAILABLE
-    else:
-        err = fenced_code(tc.end_txn(request.transactional_id, request.producer_id,
-                                     request.producer_epoch, request.committed),
-                          ctx.api_version, 2)
-    return cls(throttle_time_ms=0, error_code=int(err))
+    return _one_error(ctx, lambda tc: tc.end_txn(
+        request.transactional_id, request.producer_id, request.producer_epoch,
+        request.committed))
 
 
 @register(ApiKey.TXN_OFFSET_COMMIT, 0, 4)

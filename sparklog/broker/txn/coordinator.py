@@ -92,7 +92,7 @@ class TransactionCoordinator:
         self.clock = clock
         self.txns: dict[str, TxnMetadata] = {}
         self.loaded: dict[int, int] = {}  # state partition -> coordinator epoch
-        self._timers: list[TimerHandle] = []
+        self._timers: dict[str, TimerHandle] = {}  # task name -> its next run
         self.closed = False
 
     # ------------------------------------------------------------------ partitions
@@ -137,20 +137,22 @@ class TransactionCoordinator:
                     self.expire_ids)
 
     def _every(self, interval_ms: int, task: Callable[[], object]) -> None:
+        name = task.__name__
+
         def run() -> None:
             if self.closed:
                 return
             try:
                 task()
             except Exception:  # noqa: BLE001 - the next round tries again
-                log.exception("transaction coordinator task %s failed", task.__name__)
-            self._timers.append(self.clock.call_later(interval_ms, run))
+                log.exception("transaction coordinator task %s failed", name)
+            self._timers[name] = self.clock.call_later(interval_ms, run)
 
-        self._timers.append(self.clock.call_later(interval_ms, run))
+        self._timers[name] = self.clock.call_later(interval_ms, run)
 
     def shutdown(self) -> None:
         self.closed = True
-        for t in self._timers:
+        for t in self._timers.values():
             t.cancel()
         self._timers.clear()
         for p in list(self.loaded):

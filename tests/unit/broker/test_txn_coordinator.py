@@ -5,6 +5,7 @@ the record formats."""
 
 from __future__ import annotations
 
+import asyncio
 import struct
 from collections.abc import Iterable
 
@@ -237,3 +238,19 @@ def test_a_prepared_transaction_survives_its_producer_and_is_completed_by_the_ne
     tc.add_partitions("other", pid, epoch, [("out", 2)])
     assert tc.init_producer_id("other", 1000, enable_2pc=True).error == E.CONCURRENT_TRANSACTIONS
     assert markers.written[-1] == (pid, epoch + 1, False, ("out", 2))
+
+
+def test_timers_run_each_task_every_interval_and_stop_at_shutdown() -> None:
+    async def main() -> None:
+        tc, markers, clock, _l = make(
+            transaction_abort_timed_out_transaction_cleanup_interval_ms=100)
+        tc.start()
+        _e, pid, epoch = init(tc, "t", 1000)
+        tc.add_partitions("t", pid, epoch, [("a", 0)])
+        await clock.advance(1200)
+        assert markers.written == [(pid, epoch + 1, False, ("a", 0))]
+        assert len(tc._timers) == 2  # one pending run per task, however many ran
+        tc.shutdown()
+        assert not tc._timers and not tc.txns
+
+    asyncio.run(main())

@@ -33,7 +33,7 @@ from sparklog.broker.group.model import (
 from sparklog.broker.group.offsets import OffsetManager, TopicPartition
 from sparklog.broker.group.records import OffsetAndMetadata
 from sparklog.broker.group.registry import GroupRegistry
-from sparklog.broker.group.store import GroupStore
+from sparklog.broker.group.store import GroupStore, load_each_partition
 from sparklog.protocol.errors import ErrorCode
 from sparklog.protocol.internal_topics import CONSUMER_OFFSETS
 
@@ -108,21 +108,12 @@ class GroupCoordinator:
 
     def serve_partitions(self, partitions: Iterable[int]) -> None:
         """Coordinate exactly the groups of ``partitions`` (the offsets partitions this
-        broker leads): load the new ones, unload the rest. A partition that fails to load
-        stays unloaded (its groups get NOT_COORDINATOR)."""
+        broker leads): load the new ones, unload the rest."""
         wanted = set(partitions)
         for p in sorted(self.registry.loaded - wanted):
             self.unload_partition(p)
-        total = 0
-        new = sorted(wanted - self.registry.loaded)
-        for p in new:
-            try:
-                total += self.load_partition(p)
-            except Exception:  # noqa: BLE001 - the other partitions still serve
-                log.exception("loading %s-%d failed", CONSUMER_OFFSETS, p)
-        if new:
-            log.info("loaded %d consumer groups from %d %s partitions", total, len(new),
-                     CONSUMER_OFFSETS)
+        load_each_partition(self.load_partition, sorted(wanted - self.registry.loaded),
+                            CONSUMER_OFFSETS, "consumer groups")
 
     def shutdown(self) -> None:
         """Cancel timers and answer waiting requests so the server can stop."""

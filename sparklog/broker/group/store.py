@@ -76,6 +76,23 @@ class RecordLog(Protocol):
     def scan(self, partition: int) -> Iterable[LogRecord]: ...
 
 
+def load_each_partition(load: Callable[[int], int], partitions: Iterable[int], topic: str,
+                        what: str) -> int:
+    """``load(p)`` for each of a coordinator's ``partitions`` of ``topic``; one that fails
+    stays unloaded (its keys get NOT_COORDINATOR) and the others still load. Returns how
+    many ``what`` were loaded."""
+    total, n = 0, 0
+    for p in partitions:
+        n += 1
+        try:
+            total += load(p)
+        except Exception:  # noqa: BLE001 - the other partitions still serve
+            log.exception("loading %s-%d failed", topic, p)
+    if n:
+        log.info("loaded %d %s from %d %s partitions", total, what, n, topic)
+    return total
+
+
 class MemoryRecordLog:
     """In-process log for coordinators without a broker (unit tests, tools);
     ``add_marker`` stands for the transaction coordinator's markers."""

@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from sparklog.broker.group.model import Clock, TimerHandle
+from sparklog.broker.group.store import load_each_partition
 from sparklog.broker.txn.config import TxnConfig
 from sparklog.broker.txn.markers import MarkerWriter
 from sparklog.broker.txn.model import MAX_EPOCH, TxnMetadata
@@ -120,13 +121,8 @@ class TransactionCoordinator:
 
     def load_all_partitions(self) -> None:
         """A single broker coordinates every transactional id."""
-        total = 0
-        for p in range(self.store.num_partitions):
-            try:
-                total += self.load_partition(p)
-            except Exception:  # noqa: BLE001 - the other partitions still serve
-                log.exception("loading %s-%d failed", TRANSACTION_STATE, p)
-        log.info("loaded %d transactional ids from %s", total, TRANSACTION_STATE)
+        load_each_partition(self.load_partition, range(self.store.num_partitions),
+                            TRANSACTION_STATE, "transactional ids")
 
     def start(self) -> None:
         """Start the abort-timeout and id-expiry timers (needs the running loop)."""

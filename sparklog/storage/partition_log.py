@@ -18,8 +18,9 @@ Invariants:
 
 * Offsets: ``log_start_offset`` <= ``last_stable_offset`` <= ``high_watermark`` <=
   ``log_end_offset`` (LEO, the next offset to assign); recovery point <= LEO. The LSO is
-  the HW unless a transaction that began below it is still open. Readers see [log start, LEO); the broker limits
-  consumers to the HW by passing ``max_offset``. The HW is moved only by
+  the HW unless a transaction that began below it is still open. Readers see
+  [log start, LEO); the broker limits consumers to the HW (the LSO for read_committed)
+  by passing ``max_offset``. The HW is moved only by
   ``update_high_watermark`` (after each append on a single replica, once followers caught
   up under replication).
 * Only the last (active) segment is written; segments before it are sealed and change only

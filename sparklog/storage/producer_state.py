@@ -29,7 +29,8 @@ control batch (the marker) closes it and is reported as a ``CompletedTxn`` so th
 index an aborted one. ``first_unstable_offset`` is the least first offset of the open
 transactions: the log's last stable offset never passes it. Invariant: ``ongoing`` maps
 exactly the producers whose entry has ``current_txn_first_offset >= 0`` to that offset.
-A marker does not touch the sequence state (markers carry no sequence), only the epoch.
+A marker carries no sequence: it moves only the epoch (a newer epoch, from a fenced or
+timed-out transaction, starts the producer's sequences over).
 Not thread-safe; the PartitionLog lock guards it.
 """
 

@@ -163,9 +163,12 @@ class PartitionLog:
     @property
     def last_stable_offset(self) -> int:
         """The LSO: the HW, or the first offset of the oldest open transaction when that is
-        lower (``read_committed`` readers stop there)."""
+        lower (``read_committed`` readers stop there), never below the log start (retention
+        or DeleteRecords may remove an open transaction's first records, as in Kafka)."""
         first = self._producers.first_unstable_offset
-        return self._hw if first is None or first >= self._hw else first
+        if first is None or first >= self._hw:
+            return self._hw
+        return max(first, self._log_start_offset)
 
     def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
         """The aborted transactions overlapping [fetch_offset, upper_bound): what a

@@ -163,3 +163,18 @@ def test_compaction_drops_aborted_records_and_keeps_markers(tmp_path):
     assert values[b"k"] == b"committed"
     assert log.aborted_transactions(0, log.log_end_offset)[0].last_offset == m
     log.close()
+
+
+def test_lso_never_falls_below_the_log_start(tmp_path):
+    """DeleteRecords (or retention) past an open transaction's first records: the LSO is
+    the new log start, as Kafka clamps it, so read_committed readers are never sent below
+    it."""
+    log = PartitionLog(str(tmp_path / "t-0"))
+    a0 = append(log, txn(A, 0, n=4))
+    append(log, make_batch(3, ts=None))
+    assert log.last_stable_offset == a0 == 0
+    assert log.delete_records(2) == 2
+    assert log.last_stable_offset == 2
+    marker(log, A, commit=False)
+    assert log.last_stable_offset == log.high_watermark
+    log.close()

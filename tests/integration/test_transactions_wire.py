@@ -164,6 +164,11 @@ def test_kip890_verify_and_the_produce_check(wire_cluster: EmbeddedCluster,
     res = produce_txn(w, txn_id, pid, epoch, 2, 0)
     assert res.error_code == E.INVALID_TXN_STATE
     assert stable_offsets(w, 2)[0] == hw0
+    # a transactional batch without the request's transactional id is refused (nothing
+    # could ever end its transaction), as Kafka does
+    assert produce_txn(w, None, pid, epoch, 0, 0).error_code == \
+        E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert stable_offsets(w, 0)[1] == stable_offsets(w, 0)[0]
     # verify_only=false adds it (the broker-to-broker form of the client request)
     assert verify(w, 4, txn_id, pid, epoch, [2], verify_only=False) == [E.NONE]
     assert produce_txn(w, txn_id, pid, epoch, 2, 0).error_code == E.NONE

@@ -252,14 +252,12 @@ class TransactionCoordinator:
 
     def verify_produce(self, transactional_id: str, tp: TopicPartition,
                        records: bytes | bytearray | memoryview) -> ErrorCode:
-        """The KIP-890 check of a transactional produce to ``tp``: the batch's producer
+        """The KIP-890 check of a transactional batch produced to ``tp``: its producer
         must be the id's current one, ``tp`` in its ongoing transaction. Ids another
         broker coordinates are not checked here."""
         if len(records) < BATCH_HEADER_SIZE or not self.serves(transactional_id):
             return E.NONE
         h = read_header(records)
-        if not h.is_transactional:
-            return E.NONE
         err = self.verify_partitions(transactional_id, h.producer_id, h.producer_epoch, [tp])[tp]
         return E.INVALID_PRODUCER_EPOCH if err == E.PRODUCER_FENCED else err
 

@@ -150,6 +150,34 @@ def test_abort_reports_the_aborted_transaction(wire_cluster: EmbeddedCluster,
     assert [(a.producer_id, a.first_offset) for a in aborted][len(before):] == [(pid, hw0)]
 
 
+def test_txn_offset_commit_needs_the_group_in_the_transaction(
+        wire_cluster: EmbeddedCluster, kafka_wire: Any) -> None:
+    """KIP-890: TxnOffsetCommit without AddOffsetsToTxn first is refused (no marker would
+    ever settle those offsets); a stale epoch is fenced."""
+    w = kafka_wire(wire_cluster.bootstrap_servers)
+    txn_id, group = "wire-offsets-check", "wire-offsets-check-group"
+    pid, epoch = init(w, txn_id)
+    toc = tx.TxnOffsetCommitRequest
+
+    def commit(version: int, producer_epoch: int) -> int:
+        r = w.call(ApiKey.TXN_OFFSET_COMMIT, version, toc(
+            transactional_id=txn_id, group_id=group, producer_id=pid,
+            producer_epoch=producer_epoch, member_id="",
+            topics=[toc.TxnOffsetCommitRequestTopic(name=TOPIC, partitions=[
+                toc.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=1,
+                                                    committed_metadata="")])]))
+        return r.topics[0].partitions[0].error_code
+
+    assert commit(3, epoch) == E.INVALID_TXN_STATE
+    r = w.call(ApiKey.ADD_OFFSETS_TO_TXN, 3, tx.AddOffsetsToTxnRequest(
+        transactional_id=txn_id, producer_id=pid, producer_epoch=epoch, group_id=group))
+    assert r.error_code == E.NONE
+    assert commit(3, epoch + 7) == E.PRODUCER_FENCED
+    assert commit(2, epoch + 7) == E.INVALID_PRODUCER_EPOCH
+    assert commit(3, epoch) == E.NONE
+    assert end(w, 3, txn_id, pid, epoch, commit=False) == E.NONE
+
+
 def test_kip890_verify_and_the_produce_check(wire_cluster: EmbeddedCluster,
                                              kafka_wire: Any) -> None:
     w = kafka_wire(wire_cluster.bootstrap_servers)

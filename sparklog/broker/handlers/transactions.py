@@ -24,6 +24,7 @@ from sparklog.broker.txn.coordinator import TransactionCoordinator
 from sparklog.broker.txn.records import TopicPartition
 from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.errors import ErrorCode
+from sparklog.protocol.internal_topics import CONSUMER_OFFSETS
 from sparklog.protocol.schema import Message, TopLevel
 
 E = ErrorCode
@@ -119,9 +120,17 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: TopLevel) -> To
     offsets = {(t.name, p.partition_index): OffsetAndMetadata(
                    p.committed_offset, p.committed_leader_epoch, p.committed_metadata or "")
                for t in request.topics for p in t.partitions}
-    gc = ctx.broker.group_coordinator
+    gc, tc = ctx.broker.group_coordinator, _coordinator(ctx)
     if gc is None:
         results = dict.fromkeys(offsets, E.COORDINATOR_NOT_AVAILABLE)
+    elif (tc is not None and tc.serves(request.transactional_id)
+          and (err := tc.verify_partitions(
+              request.transactional_id, request.producer_id, request.producer_epoch,
+              [(CONSUMER_OFFSETS, gc.store.partition_for(request.group_id))]).popitem()[1])
+          != E.NONE):
+        # KIP-890: offsets only into a transaction that has the group's partition (after
+        # AddOffsetsToTxn), else no marker would ever settle them
+        results = dict.fromkeys(offsets, fenced_code(err, ctx.api_version, 3))
     else:
         v3 = ctx.api_version >= 3
         results = gc.txn_commit_offsets(

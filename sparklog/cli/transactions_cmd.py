@@ -2,7 +2,7 @@
 
 ``list`` prints one row per transactional id the brokers coordinate (filters: ``--state``,
 ``--producer-id``, ``--duration-ms`` for transactions open at least that long, which is how
-stuck ones are found); ``describe`` prints Kafka's columns for one id, the partitions of
+stuck ones are found, ``--transactional-id-pattern``); ``describe`` prints Kafka's columns for one id, the partitions of
 its open transaction included.
 """
 
@@ -38,6 +38,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                     help="only this producer id (repeatable)")
     ls.add_argument("--duration-ms", type=int, default=-1, metavar="MS",
                     help="only transactions open at least this long")
+    ls.add_argument("--transactional-id-pattern", default=None, metavar="REGEX",
+                    help="only transactional ids this regular expression matches whole")
     ls.set_defaults(func=wrap(_list))
 
     d = sub.add_parser("describe", help="one transactional id's state and partitions")
@@ -49,7 +51,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def _list(args: argparse.Namespace) -> int:
     with admin_client(args) as admin:
-        found = admin.list_transactions(args.state, args.producer_id, args.duration_ms)
+        found = admin.list_transactions(args.state, args.producer_id, args.duration_ms,
+                                        args.transactional_id_pattern)
     print(table(LIST_COLUMNS, [[t.transactional_id, t.coordinator_id, t.producer_id, t.state]
                                for t in found]))
     return 0

@@ -505,9 +505,10 @@ class AdminClient(SyncClient):
 
     def list_transactions(self, states: list[str] | None = None,
                           producer_ids: list[int] | None = None,
-                          min_duration_ms: int = -1) -> list[TransactionListing]:
+                          min_duration_ms: int = -1,
+                          id_pattern: str | None = None) -> list[TransactionListing]:
         """ListTransactions on every broker (kafka-transactions.sh list); every filter
-        given must match."""
+        given must match (``id_pattern``: a regular expression the whole id matches)."""
         async def go() -> list[TransactionListing]:
             await self._client.refresh_metadata([])
             out: list[TransactionListing] = []
@@ -516,7 +517,7 @@ class AdminClient(SyncClient):
                               else self._client.any_connection())
                 resp = await self._client.send(conn, ListTransactionsRequest(
                     state_filters=states or [], producer_id_filters=producer_ids or [],
-                    duration_filter=min_duration_ms))
+                    duration_filter=min_duration_ms, transactional_id_pattern=id_pattern))
                 if resp.error_code:
                     raise error_for_code(resp.error_code, "ListTransactions")
                 out += [TransactionListing(t.transactional_id, t.producer_id,

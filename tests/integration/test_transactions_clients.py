@@ -248,6 +248,9 @@ def test_cli_lists_and_describes_transactions(cluster: EmbeddedCluster) -> None:
         out = ok(run("transactions", "list", "--duration-ms", "3600000",
                      "--bootstrap-server", bs)).splitlines()
         assert out[1:] == []  # nothing open that long
+        out = ok(run("transactions", "list", "--transactional-id-pattern", "cli-.*",
+                     "--bootstrap-server", bs)).splitlines()
+        assert [ln.split()[0] for ln in out[1:]] == ["cli-open"]
         out = ok(run("transactions", "describe", "--transactional-id", "cli-open",
                      "--bootstrap-server", bs)).splitlines()
         assert out[0].split()[:5] == ["CoordinatorId", "TransactionalId", "ProducerId",

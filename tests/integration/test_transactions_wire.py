@@ -278,6 +278,15 @@ def test_describe_and_list_transactions(wire_cluster: EmbeddedCluster, kafka_wir
     r = w.call(ApiKey.LIST_TRANSACTIONS, 1, lt(state_filters=[], producer_id_filters=[pid],
                                                duration_filter=0))
     assert [t.transactional_id for t in r.transaction_states] == [txn_id]
+    # v2: a regular expression the whole id must match (how a Spark sink finds its ids)
+    for pattern, found in (("wire-desc.*", [txn_id]), ("wire", []), (None, [txn_id])):
+        r = w.call(ApiKey.LIST_TRANSACTIONS, 2, lt(state_filters=["Ongoing"],
+                                                   producer_id_filters=[pid],
+                                                   transactional_id_pattern=pattern))
+        assert [t.transactional_id for t in r.transaction_states] == found, pattern
+    r = w.call(ApiKey.LIST_TRANSACTIONS, 2, lt(state_filters=[], producer_id_filters=[],
+                                               transactional_id_pattern="(unclosed"))
+    assert r.error_code == E.INVALID_REGULAR_EXPRESSION
     assert end(w, 3, txn_id, pid, epoch, commit=False) == E.NONE
     r = w.call(ApiKey.DESCRIBE_TRANSACTIONS, 0, tx.DescribeTransactionsRequest(
         transactional_ids=[txn_id]))

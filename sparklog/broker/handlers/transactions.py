@@ -16,6 +16,7 @@ AddPartitionsToTxn v4-v5 is the broker-to-broker verify form of KIP-890 part 1.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from sparklog.broker.dispatch import RequestContext, api_spec, register
@@ -187,15 +188,21 @@ async def handle_describe_transactions(ctx: RequestContext, request: TopLevel) -
     return cls(throttle_time_ms=0, transaction_states=out)
 
 
-@register(ApiKey.LIST_TRANSACTIONS, 0, 1)
+@register(ApiKey.LIST_TRANSACTIONS, 0, 2)
 async def handle_list_transactions(ctx: RequestContext, request: TopLevel) -> TopLevel:
     cls = api_spec(ApiKey.LIST_TRANSACTIONS).response
     tc = _coordinator(ctx)
     if tc is None:
         return cls(throttle_time_ms=0, error_code=int(E.COORDINATOR_NOT_AVAILABLE),
                    unknown_state_filters=[], transaction_states=[])
-    found = tc.list_transactions(request.state_filters, request.producer_id_filters,
-                                 request.duration_filter if ctx.api_version >= 1 else -1)
+    try:
+        found = tc.list_transactions(
+            request.state_filters, request.producer_id_filters,
+            request.duration_filter if ctx.api_version >= 1 else -1,
+            request.transactional_id_pattern if ctx.api_version >= 2 else None)
+    except re.error:
+        return cls(throttle_time_ms=0, error_code=int(E.INVALID_REGULAR_EXPRESSION),
+                   unknown_state_filters=[], transaction_states=[])
     return cls(throttle_time_ms=0, error_code=0, unknown_state_filters=found.unknown_states,
                transaction_states=[
                    cls.TransactionState(transactional_id=m.transactional_id,

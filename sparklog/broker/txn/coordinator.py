@@ -32,6 +32,7 @@ is aborted the same way by the timer. Everything runs on the broker's event loop
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -292,9 +293,12 @@ class TransactionCoordinator:
         return E.NONE, m
 
     def list_transactions(self, states: Iterable[str] = (), producer_ids: Iterable[int] = (),
-                          min_duration_ms: int = -1) -> TxnListing:
+                          min_duration_ms: int = -1, id_pattern: str | None = None
+                          ) -> TxnListing:
         """ListTransactions: every filter given must match (states by Kafka's names,
-        running at least ``min_duration_ms`` when >= 0)."""
+        running at least ``min_duration_ms`` when >= 0, the whole id matched by the regular
+        expression ``id_pattern``; an invalid one raises ``re.error``)."""
+        pattern = re.compile(id_pattern) if id_pattern else None
         wanted: set[TxnState] = set()
         unknown: list[str] = []
         for name in states:
@@ -308,6 +312,7 @@ class TransactionCoordinator:
         out = [m for m in self.txns.values()
                if (not states or m.state in wanted)
                and (not pids or m.producer_id in pids)
+               and (pattern is None or pattern.fullmatch(m.transactional_id) is not None)
                and (min_duration_ms < 0
                     or (m.start_ms >= 0 and now - m.start_ms >= min_duration_ms))]
         return TxnListing(unknown, sorted(out, key=lambda m: m.transactional_id))

@@ -247,12 +247,14 @@ DescribeTransactionsResponse = DESCRIBE_TRANSACTIONS.response
 # ListTransactions (KIP-664)
 #   v0  flexible; filters by state and producer id
 #   v1  duration_filter: only transactions running longer than this (KIP-994)
+#   v2  transactional_id_pattern: only ids the regular expression matches (KIP-1152)
 LIST_TRANSACTIONS = api(
-    66, "ListTransactions", versions=(0, 1), flexible=0,
+    66, "ListTransactions", versions=(0, 2), flexible=0,
     request=schema("ListTransactionsRequest", [
         f("state_filters", "[]string"),
         f("producer_id_filters", "[]int64"),
         f("duration_filter", "int64", "1+", default=-1),
+        f("transactional_id_pattern", "string", "2+", nullable="2+", default=None),
     ]),
     response=schema("ListTransactionsResponse", [
         f("throttle_time_ms", "int32"),

@@ -175,6 +175,9 @@ def test_list_and_describe() -> None:
     clock.now += 10
     assert [m.transactional_id for m in tc.list_transactions(min_duration_ms=10).transactions] == ["x"]
     assert tc.list_transactions(min_duration_ms=11).transactions == []
+    assert [m.transactional_id for m in tc.list_transactions(id_pattern="[xy]").transactions] \
+        == ["x", "y"]
+    assert tc.list_transactions(id_pattern="x.+").transactions == []
 
 
 def test_state_partitions_load_and_unload_one_at_a_time() -> None:

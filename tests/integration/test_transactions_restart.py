@@ -1,8 +1,9 @@
 """Transactions across broker crashes (SIGKILL of the server process): what was committed
 stays committed in full, what was open at the crash ends aborted in full (by the
 transaction timeout once the coordinator is back), on every partition; read_committed
-readers see exactly the committed records, none lost, none duplicated, in order, and the
-same transactional id keeps working afterwards."""
+readers see exactly the committed records, none lost, none duplicated, in order; offsets
+committed in transactions come back as the last committed one; and the same transactional
+id keeps working afterwards."""
 
 from __future__ import annotations
 
@@ -10,8 +11,16 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from confluent_kafka import TopicPartition
+
 from tests.helpers.cli import ok, run
-from tests.helpers.kafka_clients import READ_COMMITTED, READ_UNCOMMITTED, create_topic, kcat_consume
+from tests.helpers.kafka_clients import (
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    committed_offsets,
+    create_topic,
+    kcat_consume,
+)
 from tests.helpers.polling import wait_for
 from tests.helpers.servers import ServerProcess
 
@@ -54,6 +63,17 @@ def stable_ends(bs: str, topic: str, isolation: str) -> list[int]:
     try:
         return [c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
                 for p in range(PARTS)]
+    finally:
+        c.close()
+
+
+def group_metadata(bs: str, group: str) -> Any:
+    """confluent-kafka's ConsumerGroupMetadata of ``group`` (no join needed)."""
+    from confluent_kafka import Consumer
+
+    c = Consumer({"bootstrap.servers": bs, "group.id": group})
+    try:
+        return c.consumer_group_metadata()
     finally:
         c.close()
 
@@ -116,10 +136,13 @@ def test_committed_transactions_survive_sigkill_and_recovery(
     topic = "txn-durable"
     server, bs = started(server_factory, topic)
     p = producer(bs, "durable-id")
+    group = group_metadata(bs, "durable-group")
     want: Written = []
     for round_ in range(4):
         p.begin_transaction()
         values = write(p, topic, f"r{round_}", 12)
+        # offsets committed in the transaction: round r commits r + 1 on partition 0
+        p.send_offsets_to_transaction([TopicPartition(topic, 0, round_ + 1)], group, 30)
         if round_ % 2:
             p.abort_transaction(30)
         else:
@@ -128,6 +151,9 @@ def test_committed_transactions_survive_sigkill_and_recovery(
     server.kill()  # no clean shutdown: producer state and .txnindex come from recovery
     server.start()
     check_exactly(bs, topic, want)
+    # __consumer_offsets replayed the same way: the last committed round's offset, not the
+    # aborted round's after it
+    assert committed_offsets(bs, "durable-group", topic, [0]) == {0: 3}
     # what the log holds, as kafka-dump-log.sh shows it: two aborted transactions indexed
     # per partition, and the markers
     part = server.data_dir / f"{topic}-0"

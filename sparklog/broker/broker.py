@@ -1,4 +1,5 @@
-"""The broker process: metadata cache, logs, replica manager, group coordinator, server.
+"""The broker process: metadata cache, logs, replica manager, group and transaction
+coordinators, server.
 
 The broker reaches the controller only through its ``ControllerChannel`` (handed in by
 ``sparklog.cluster``): it writes there and reads the ``MetadataCache`` the channel feeds.
@@ -9,12 +10,14 @@ metadata (it says which partitions exist), then the logs (recovered by the stora
 a partition that cannot be loaded stays offline), then the listener binds (registration
 needs its real port), then the replica manager takes its roles, the group coordinator loads
 the ``__consumer_offsets`` partitions this broker leads (it follows their leadership from
-then on), and the replica fetchers and the periodic ISR check start. Nothing after the bind
-yields to the event loop, so no request is served before all of that is done. Shutdown runs
-the other way: leave the cluster (unregister: a broker in its own process has its
-leaderships moved away first), stop the ISR check and the fetchers, stop accepting, let
-in-flight requests finish, stop the coordinator, flush and checkpoint the logs, close the
-channel, release the locks.
+then on), the transaction coordinator loads ``__transaction_state`` (completing
+transactions a crash left prepared: their markers need the partitions open), and the
+replica fetchers and the periodic ISR check start. Nothing after the bind yields to the
+event loop, so no request is served before all of that is done. Shutdown runs the other
+way: leave the cluster (unregister: a broker in its own process has its leaderships moved
+away first), stop the ISR check and the fetchers, stop accepting, let in-flight requests
+finish, stop the coordinators, flush and checkpoint the logs, close the channel, release
+the locks.
 """
 
 from __future__ import annotations
@@ -31,14 +34,19 @@ from sparklog.broker.controller_channel import ControllerChannel
 from sparklog.broker.dispatch import Dispatcher
 from sparklog.broker.group.config import CoordinatorConfig
 from sparklog.broker.group.coordinator import GroupCoordinator
+from sparklog.broker.group.model import LoopClock
 from sparklog.broker.group.store import GroupStore, ReplicatedRecordLog
 from sparklog.broker.metadata_cache import MetadataCache, MetadataRecord, PartitionInfo, TopicInfo
 from sparklog.broker.producer_ids import ProducerIdManager
 from sparklog.broker.replica_fetcher import FetcherConfig, ReplicaFetcherManager
 from sparklog.broker.replica_manager import ReplicaManager
 from sparklog.broker.server import KafkaServer
+from sparklog.broker.txn.config import TxnConfig
+from sparklog.broker.txn.coordinator import TransactionCoordinator
+from sparklog.broker.txn.markers import LocalMarkerWriter
+from sparklog.broker.txn.store import TxnStore
 from sparklog.protocol.errors import ErrorCode, InvalidConfigError, KafkaError
-from sparklog.protocol.internal_topics import CONSUMER_OFFSETS, INTERNAL_TOPICS
+from sparklog.protocol.internal_topics import CONSUMER_OFFSETS, INTERNAL_TOPICS, TRANSACTION_STATE
 from sparklog.protocol.topic_names import validate_topic_name
 from sparklog.storage.dir_lock import LogDirLocks
 from sparklog.storage.log_config import LogConfig
@@ -67,7 +75,7 @@ class Broker:
         self.data_dirs = [os.path.abspath(d) for d in config.log_dirs]
         self.channel = channel
         self.metadata = MetadataCache()
-        # the logs, their base config and the group coordinator exist while started
+        # the logs, their base config and the coordinators exist while started
         self.log_manager: LogManager | None = None
         self._base_log_config: LogConfig | None = None
         self.group_coordinator: GroupCoordinator | None = None
@@ -78,6 +86,8 @@ class Broker:
                                                       FetcherConfig.from_broker_config(config))
         self.replica_manager.add_role_listener(self.replica_fetchers.on_role_change)
         self._isr_task: asyncio.Task[None] | None = None
+        self.txn_coordinator: TransactionCoordinator | None = None
+        self.txn_markers = LocalMarkerWriter(self.replica_manager, self._on_offsets_marker)
         self.producer_ids = ProducerIdManager(channel)
         self.dispatcher = Dispatcher(self)
         self.server: KafkaServer | None = None
@@ -118,7 +128,7 @@ class Broker:
                                                                          adv_port)
         for topic in self.metadata.topics().values():
             self._apply_topic(topic)
-        self._start_group_coordinator()
+        self._start_txn_coordinator(self._start_group_coordinator().store)
         self.replica_fetchers.start()
         self._isr_task = asyncio.get_running_loop().create_task(
             self._check_isr(), name=f"isr-check-{self.node_id}")
@@ -141,6 +151,9 @@ class Broker:
         # the server answers parked requests (long polls) now with what they have
         if self.server is not None:
             await self.server.close()
+        if self.txn_coordinator is not None:
+            self.txn_coordinator.shutdown()
+            self.txn_coordinator = None
         if self.group_coordinator is not None:
             self.group_coordinator.shutdown()
             self.group_coordinator = None
@@ -354,28 +367,37 @@ class Broker:
 
     def ensure_offsets_topic(self) -> TopicInfo:
         """``__consumer_offsets``, created on first use (its first write), as Kafka does."""
-        info = self.metadata.topic(CONSUMER_OFFSETS)
+        return self._ensure_internal_topic(CONSUMER_OFFSETS, "offsets.topic")
+
+    def ensure_txn_state_topic(self) -> TopicInfo:
+        """``__transaction_state``, created on first use, as Kafka does."""
+        return self._ensure_internal_topic(TRANSACTION_STATE, "transaction.state.log")
+
+    def _ensure_internal_topic(self, name: str, prefix: str) -> TopicInfo:
+        """A coordinator's compacted topic, sized by the ``<prefix>.*`` broker keys."""
+        info = self.metadata.topic(name)
         if info is not None:
             return info
-        rf = min(int(self.config.get("offsets.topic.replication.factor")),
+        rf = min(int(self.config.get(f"{prefix}.replication.factor")),
                  max(1, len(self.metadata.live_brokers)))
         configs = {
             "cleanup.policy": "compact",
-            "segment.bytes": str(self.config.get("offsets.topic.segment.bytes")),
+            "segment.bytes": str(self.config.get(f"{prefix}.segment.bytes")),
             "compression.type": "producer",
         }
-        return self.create_topic(CONSUMER_OFFSETS, int(self.config.get("offsets.topic.num.partitions")),
+        return self.create_topic(name, int(self.config.get(f"{prefix}.num.partitions")),
                                  rf, configs, internal=True)
 
-    def _start_group_coordinator(self) -> None:
+    def _start_group_coordinator(self) -> GroupCoordinator:
         cfg = CoordinatorConfig.from_broker_config(self.config)
         info = self.metadata.topic(CONSUMER_OFFSETS)
         # An existing topic keeps its partition count even if the config changed since.
         partitions = len(info.partitions) if info is not None else cfg.offsets_topic_num_partitions
-        store = GroupStore(ReplicatedRecordLog(self.replica_manager, self.ensure_offsets_topic),
-                           partitions)
+        store = GroupStore(ReplicatedRecordLog(self.replica_manager, CONSUMER_OFFSETS,
+                                               self.ensure_offsets_topic), partitions)
         self.group_coordinator = GroupCoordinator(cfg, store)
         self._serve_group_partitions()
+        return self.group_coordinator
 
     def _serve_group_partitions(self) -> None:
         """The group coordinator serves the groups of the offsets partitions this broker
@@ -424,3 +446,24 @@ class Broker:
         if p.leader == self.node_id:
             return self.node_id if gc.serves(group_id) else None  # loaded just now, or not
         return p.leader
+
+    # -- the transaction coordinator and its topic ----------------------------------------
+
+    def _start_txn_coordinator(self, groups: GroupStore) -> None:
+        """Every state partition is loaded here: a single broker coordinates every
+        transactional id (transactions left prepared are completed now)."""
+        cfg = TxnConfig.from_broker_config(self.config)
+        info = self.metadata.topic(TRANSACTION_STATE)
+        partitions = (len(info.partitions) if info is not None
+                      else cfg.transaction_state_log_num_partitions)
+        store = TxnStore(ReplicatedRecordLog(self.replica_manager, TRANSACTION_STATE,
+                                             self.ensure_txn_state_topic), partitions)
+        self.txn_coordinator = TransactionCoordinator(
+            cfg, store, self.txn_markers, self.producer_ids.next_id, groups.partition_for,
+            LoopClock())
+        self.txn_coordinator.load_all_partitions()
+        self.txn_coordinator.start()
+
+    def _on_offsets_marker(self, partition: int, producer_id: int, commit: bool) -> None:
+        if self.group_coordinator is not None:
+            self.group_coordinator.complete_txn(partition, producer_id, commit)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from sparklog.protocol.errors import InvalidConfigError, InvalidRequestError
-from sparklog.protocol.internal_topics import CONSUMER_OFFSETS
+from sparklog.protocol.internal_topics import CONSUMER_OFFSETS, TRANSACTION_STATE
 from sparklog.storage.log_config import BROKER_LOG_KEYS
 
 log = logging.getLogger(__name__)
@@ -130,6 +130,16 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ("transactional.id.expiration.ms", "int", "604800000", "Idle transactional ids expire."),
     ("producer.id.expiration.ms", "int", "86400000", "Idle idempotent producer state expires."),
     ("transaction.max.timeout.ms", "int", "900000", "Largest transaction timeout a producer may ask."),
+    ("transaction.state.log.num.partitions", "int", "50", f"Partitions of {TRANSACTION_STATE}."),
+    ("transaction.state.log.replication.factor", "int", "3",
+     f"Replication of {TRANSACTION_STATE} (capped by live brokers)."),
+    ("transaction.state.log.segment.bytes", "int", "104857600", f"Segment size of {TRANSACTION_STATE}."),
+    ("transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", "10000",
+     "How often transactions past their timeout are looked for and aborted."),
+    ("transaction.remove.expired.transaction.cleanup.interval.ms", "int", "3600000",
+     "How often expired transactional ids are looked for and removed."),
+    ("transaction.two.phase.commit.enable", "boolean", "false",
+     "Allow producers to ask for two-phase commit (KIP-939: no timeout, kept prepared)."),
     ("log.segment.bytes", "int", "1073741824", "Segment size (topic: segment.bytes)."),
     ("log.roll.ms", "long", None, "Roll a segment after this (topic: segment.ms)."),
     ("log.roll.hours", "int", "168", "Roll a segment after this many hours."),

@@ -111,6 +111,7 @@ HANDLER_MODULES = (
     "sparklog.broker.handlers.cluster",
     "sparklog.broker.handlers.replicas",
     "sparklog.broker.handlers.groups",
+    "sparklog.broker.handlers.transactions",
 )
 
 

@@ -1,9 +1,10 @@
 """``sparklog dump-log FILE``: print a segment's batches (kafka-dump-log.sh).
 
 Reads the file directly (no broker): one line per batch with offsets, producer fields, CRC
-validity; ``--print-data`` adds one ``|`` line per record with its payload. Also understands
-``.index`` and ``.timeindex`` files: one line per entry, then how many there are (an
-active segment's index is often empty).
+validity; ``--print-data`` adds one ``|`` line per record with its payload (a control
+batch's record shows its ``endTxnMarker``). Also understands ``.index``, ``.timeindex`` and
+``.txnindex`` files: one line per entry, then how many there are (an active segment's
+index is often empty).
 """
 
 from __future__ import annotations
@@ -26,10 +27,10 @@ _TIME_INDEX_ENTRY = struct.Struct(">qI")  # max timestamp, relative offset
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser("dump-log", help="print the batches of a segment file",
-                              description="Dump a .log/.index/.timeindex file (like "
+                              description="Dump a .log/.index/.timeindex/.txnindex file (like "
                                           "kafka-dump-log.sh).")
     p.add_argument("files", nargs="+", metavar="FILE",
-                   help="segment files: NNN.log, NNN.index or NNN.timeindex")
+                   help="segment files: NNN.log, NNN.index, NNN.timeindex or NNN.txnindex")
     p.add_argument("--print-data", action="store_true", help="print every record and its payload")
     p.add_argument("--deep-iteration", action="store_true", help="print every record")
     add_verbose(p)
@@ -70,6 +71,8 @@ def dump(path: str, *, deep: bool, data: bool) -> int:
         return _dump_entries(path, _TIME_INDEX_ENTRY,
                              lambda base, ts, rel: f"timestamp: {ts} offset: {base + rel}",
                              "Time index")
+    if path.endswith(".txnindex"):
+        return _dump_txn_index(path)
     from sparklog.protocol.batch_header import BatchView
     from sparklog.protocol.errors import SparklogError
     from sparklog.protocol.records import decode_batch
@@ -131,6 +134,18 @@ def _is_commit(key: bytes | None) -> bool:
 
     return (key is not None and len(key) >= 4
             and parse_control_record_key(key)[1] == ControlRecordType.COMMIT)
+
+
+def _dump_txn_index(path: str) -> int:
+    """Aborted transactions, in kafka-dump-log.sh's words."""
+    from sparklog.storage.txn_index import TransactionIndex
+
+    entries = TransactionIndex(path).entries
+    for e in entries:
+        print(f"version: 0 producerId: {e.producer_id} firstOffset: {e.first_offset} "
+              f"lastOffset: {e.last_offset} lastStableOffset: {e.last_stable_offset}")
+    print(f"Aborted transactions: {len(entries)}")
+    return 0
 
 
 def _dump_entries(path: str, entry: struct.Struct, line: Callable[[int, int, int], str],

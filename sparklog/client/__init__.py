@@ -10,6 +10,7 @@ from sparklog.client.arrow_fetch import ArrowFetcher, FetchAhead, FetchedRows, F
 from sparklog.client.consumer import Consumer, ConsumerRecord
 from sparklog.client.metadata import PartitionMetadata, TopicMetadata
 from sparklog.client.producer import DeliveryError, Producer, ProducerInterceptor, RecordMetadata
+from sparklog.client.transactions import PreparedTxnState, TransactionStateError
 from sparklog.protocol.topic_partition import TopicPartition
 
 __all__ = [
@@ -24,9 +25,11 @@ __all__ = [
     "NewTopic",
     "OffsetSpec",
     "PartitionMetadata",
+    "PreparedTxnState",
     "Producer",
     "ProducerInterceptor",
     "RecordMetadata",
     "TopicMetadata",
     "TopicPartition",
+    "TransactionStateError",
 ]

@@ -30,6 +30,7 @@ from sparklog.protocol.messages.admin import (
     IncrementalAlterConfigsRequest,
 )
 from sparklog.protocol.messages.groups import (
+    KEY_TYPE_TRANSACTION,
     DeleteGroupsRequest,
     DescribeGroupsRequest,
     ListGroupsRequest,
@@ -39,6 +40,10 @@ from sparklog.protocol.messages.replicas import (
     AlterPartitionReassignmentsRequest,
     ElectLeadersRequest,
     ListPartitionReassignmentsRequest,
+)
+from sparklog.protocol.messages.transactions import (
+    DescribeTransactionsRequest,
+    ListTransactionsRequest,
 )
 from sparklog.protocol.topic_partition import TopicPartition
 
@@ -126,6 +131,30 @@ class GroupDescription:
     members: list[MemberDescription]
     error: int = 0
     coordinator: BrokerMetadata | None = None  # the broker that answered DescribeGroups
+
+
+@dataclass(frozen=True)
+class TransactionListing:
+    """One transaction as ListTransactions reports it."""
+
+    transactional_id: str
+    producer_id: int
+    state: str
+    coordinator_id: int
+
+
+@dataclass(frozen=True)
+class TransactionDescription:
+    """One transactional id as DescribeTransactions reports it (start -1: none open)."""
+
+    transactional_id: str
+    coordinator_id: int
+    state: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    start_ms: int
+    partitions: list[TopicPartition]
 
 
 @dataclass
@@ -471,6 +500,51 @@ class AdminClient(SyncClient):
                         raise error_for_code(r.error_code, _group_error(r.error_code, g))
 
         self._call(go())
+
+    # ------------------------------------------------------------------ transactions
+
+    def list_transactions(self, states: list[str] | None = None,
+                          producer_ids: list[int] | None = None,
+                          min_duration_ms: int = -1,
+                          id_pattern: str | None = None) -> list[TransactionListing]:
+        """ListTransactions on every broker (kafka-transactions.sh list); every filter
+        given must match (``id_pattern``: a regular expression the whole id matches)."""
+        async def go() -> list[TransactionListing]:
+            await self._client.refresh_metadata([])
+            out: list[TransactionListing] = []
+            for node in list(self._client.metadata.brokers) or [-1]:
+                conn = await (self._client.connection(node) if node >= 0
+                              else self._client.any_connection())
+                resp = await self._client.send(conn, ListTransactionsRequest(
+                    state_filters=states or [], producer_id_filters=producer_ids or [],
+                    duration_filter=min_duration_ms, transactional_id_pattern=id_pattern))
+                if resp.error_code:
+                    raise error_for_code(resp.error_code, "ListTransactions")
+                out += [TransactionListing(t.transactional_id, t.producer_id,
+                                           t.transaction_state, conn.node_id)
+                        for t in resp.transaction_states]
+            return sorted(out, key=lambda t: t.transactional_id)
+
+        return self._call(go())
+
+    def describe_transactions(self, transactional_ids: list[str]) -> list[TransactionDescription]:
+        """DescribeTransactions at each id's coordinator (kafka-transactions.sh describe)."""
+        async def go() -> list[TransactionDescription]:
+            out = []
+            for tid in transactional_ids:
+                conn = await find_coordinator(self._client, tid, KEY_TYPE_TRANSACTION)
+                resp = await self._client.send(conn, DescribeTransactionsRequest(
+                    transactional_ids=[tid]))
+                for d in resp.transaction_states:
+                    if d.error_code:
+                        raise error_for_code(d.error_code, f"transactional id {tid!r}")
+                    out.append(TransactionDescription(
+                        d.transactional_id, conn.node_id, d.transaction_state, d.producer_id,
+                        d.producer_epoch, d.transaction_timeout_ms, d.transaction_start_time_ms,
+                        [TopicPartition(t.topic, p) for t in d.topics for p in t.partitions]))
+            return out
+
+        return self._call(go())
 
     # ------------------------------------------------------------------ cluster
 

@@ -14,15 +14,17 @@ from collections.abc import Iterable
 from sparklog.client.connection import BrokerConnection
 from sparklog.client.core import AsyncClient
 from sparklog.protocol.errors import ErrorCode, error_for_code
-from sparklog.protocol.messages.groups import FindCoordinatorRequest
+from sparklog.protocol.messages.groups import KEY_TYPE_GROUP, FindCoordinatorRequest
 from sparklog.protocol.messages.offsets import OffsetCommitRequest, OffsetFetchRequest
 from sparklog.protocol.topic_partition import TopicPartition
 
 __all__ = ["find_coordinator", "commit_offsets", "fetch_committed"]
 
 
-async def find_coordinator(client: AsyncClient, group: str, key_type: int = 0) -> BrokerConnection:
-    """The group coordinator's connection (FindCoordinator, retried while it loads)."""
+async def find_coordinator(client: AsyncClient, group: str,
+                           key_type: int = KEY_TYPE_GROUP) -> BrokerConnection:
+    """The coordinator's connection for a group (or, with ``KEY_TYPE_TRANSACTION``, a
+    transactional id): FindCoordinator, retried while it loads."""
     deadline = time.monotonic() + client.config.request_timeout_ms / 1000
     delay = client.config.retry_backoff_ms / 1000
     while True:

@@ -11,6 +11,14 @@ columns and only queues finished bytes.
 Idempotence (``enable.idempotence``, Kafka's default): one InitProducerId at start, then
 every batch carries producer id/epoch and a per-partition sequence assigned when the batch
 is closed, so a retried batch is deduplicated by the broker and order is kept.
+
+Transactions (``transactional.id``, KIP-98; ``transaction.two.phase.commit.enable``,
+KIP-939): ``init_transactions``, ``begin_transaction``, ``send_offsets_to_transaction``,
+``commit_transaction``/``abort_transaction`` and, for two-phase commit,
+``prepare_transaction``/``complete_transaction``; the coordinator calls are in
+``sparklog.client.transactions``. Records go out only inside a transaction (a new batch
+checks it: outside one every queue is empty), and the sender adds a partition to the
+transaction before its first batch is sent.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from sparklog.client.core import conf_bool, conf_int
 from sparklog.client.partitioner import Partitioner
 from sparklog.client.producer_batch import BatchFormat, PartitionQueue, ProducerBatch
 from sparklog.client.sync_client import SyncClient
+from sparklog.client.transactions import PreparedTxnState, TransactionManager
 from sparklog.protocol.compression import codec_for_name
 from sparklog.protocol.errors import (
     ErrorCode,
@@ -121,6 +130,10 @@ class Producer(SyncClient):
                 raise ValueError("enable.idempotence=true needs acks=all, retries > 0 and "
                                  "max.in.flight.requests.per.connection <= 5")
             idem = False
+        txn_id = conf.get("transactional.id")
+        if txn_id and not idem:
+            raise ValueError("transactional.id needs idempotence (acks=all, retries > 0, "
+                             "max.in.flight.requests.per.connection <= 5)")
         self.idempotent = idem
         self.partitioner = Partitioner(str(conf.get("partitioner", "murmur2_random")))
         self._null_sticky = self.partitioner.name in ("murmur2_random", "random",
@@ -143,6 +156,9 @@ class Producer(SyncClient):
         self._wake: asyncio.Event | None = None
         self._sender: concurrent.futures.Future | None = None
         self._in_flight: dict[int, int] = {}
+        self._txn = None if not txn_id else TransactionManager(
+            self._client, str(txn_id), conf_int(conf, "transaction.timeout.ms", 60000),
+            conf_bool(conf, "transaction.two.phase.commit.enable", False))
         try:
             self._run(self._start(), self.max_block_ms / 1000 + 5)
         except BaseException:
@@ -154,7 +170,7 @@ class Producer(SyncClient):
     async def _start(self) -> None:
         self._wake = asyncio.Event()
         await self._client.refresh_metadata([])
-        if self.idempotent:
+        if self.idempotent and self._txn is None:
             conn = await self._client.any_connection()
             if not self._client.supports(conn, 22):
                 log.warning("broker does not support InitProducerId: idempotence disabled")
@@ -242,6 +258,8 @@ class Producer(SyncClient):
                 b = None
                 wake = True
             if b is None:
+                if self._txn is not None:
+                    self._txn.check_can_produce()
                 b = q.open = ProducerBatch(TopicPartition(topic, partition), time.monotonic())
                 wake = True
             b.append(key, value, timestamp, headers, cb)
@@ -284,6 +302,8 @@ class Producer(SyncClient):
         by ``flush()``, which raises DeliveryError if any record of this API failed."""
         if self._closed:
             raise SparklogError("producer is closed")
+        if self._txn is not None:
+            self._txn.check_can_produce()
         values = as_binary_array(values)
         keys = as_binary_array(keys)
         n = len(values) if values is not None else (len(keys) if keys is not None else 0)
@@ -545,8 +565,19 @@ class Producer(SyncClient):
         try:
             if not batches:
                 return
+            txn_id = None
+            if self._txn is not None:
+                txn_id = self._txn.transactional_id
+                try:
+                    await self._txn.add_partitions(
+                        [b.tp for b in batches],
+                        time.monotonic() + self.request_timeout_ms / 1000)
+                except (KafkaError, KafkaConnectionError, KafkaTimeoutError, OSError) as e:
+                    for b in batches:
+                        self._retry_or_fail(b, e)
+                    return
             req = ProduceRequest(
-                transactional_id=None, acks=self.acks, timeout_ms=self.request_timeout_ms,
+                transactional_id=txn_id, acks=self.acks, timeout_ms=self.request_timeout_ms,
                 topic_data=[ProduceRequest.TopicProduceData(name=t, partition_data=pds)
                             for t, pds in by_topic.items()])
             try:
@@ -646,6 +677,76 @@ class Producer(SyncClient):
             self._done_cv.notify_all()
 
     # ------------------------------------------------------------------ metadata helpers
+
+    # ------------------------------------------------------------------ transactions
+
+    def _txn_manager(self) -> TransactionManager:
+        if self._txn is None:
+            raise SparklogError("the producer has no transactional.id")
+        return self._txn
+
+    def _deadline(self, timeout: float | None) -> tuple[float, float]:
+        """(monotonic deadline, seconds) of a transactional call."""
+        secs = self.max_block_ms / 1000 if timeout is None else timeout
+        return time.monotonic() + secs, secs + 5
+
+    def init_transactions(self, timeout: float | None = None, *,
+                          keep_prepared_txn: bool = False) -> None:
+        """Register ``transactional.id`` (fencing older instances: their open transaction
+        is aborted, unless ``keep_prepared_txn`` keeps it for ``complete_transaction``)."""
+        txn = self._txn_manager()
+        deadline, wait = self._deadline(timeout)
+        self._run(txn.init(deadline, keep_prepared_txn), wait)
+        with self._lock:
+            self.producer_id, self.producer_epoch = txn.producer_id, txn.producer_epoch
+            self._format = BatchFormat(self.compression, self.compression_level,
+                                       self.producer_id, self.producer_epoch, True)
+            for q in self._queues.values():
+                q.next_sequence = 0  # a new epoch starts its sequences over
+
+    def begin_transaction(self) -> None:
+        self._txn_manager().begin()
+
+    def send_offsets_to_transaction(self, offsets: dict[TopicPartition, int], group_id: str,
+                                    timeout: float | None = None) -> None:
+        """Commit ``offsets`` (the next offsets to consume) for ``group_id`` as part of the
+        transaction: the group sees them only if it commits."""
+        txn = self._txn_manager()
+        deadline, wait = self._deadline(timeout)
+        self._run(txn.send_offsets(offsets, group_id, deadline), wait)
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """Deliver everything produced in the transaction, then commit it. A delivery
+        failure raises (the transaction must then be aborted)."""
+        txn = self._txn_manager()
+        deadline, wait = self._deadline(timeout)
+        txn.check_can_produce()
+        self.flush(wait)
+        self._run(txn.end(True, deadline), wait)
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        txn = self._txn_manager()
+        deadline, wait = self._deadline(timeout)
+        txn.check_can_produce()
+        self.flush(wait, raise_errors=False)
+        self._run(txn.end(False, deadline), wait)
+
+    def prepare_transaction(self, timeout: float | None = None) -> PreparedTxnState:
+        """KIP-939's first phase: deliver everything and leave the transaction open; the
+        returned state identifies it for ``complete_transaction`` (by this instance or,
+        after ``init_transactions(keep_prepared_txn=True)``, by a later one)."""
+        txn = self._txn_manager()
+        txn.check_can_produce()
+        self.flush(self._deadline(timeout)[1])
+        return txn.prepared()
+
+    def complete_transaction(self, prepared: PreparedTxnState,
+                             timeout: float | None = None) -> bool:
+        """Commit the transaction ``init_transactions(keep_prepared_txn=True)`` kept if it
+        is ``prepared``, else abort it; True when it committed."""
+        txn = self._txn_manager()
+        deadline, wait = self._deadline(timeout)
+        return self._run(txn.complete(prepared, deadline), wait)
 
     def list_topics(self, topic: str | None = None, timeout: float = 10.0) -> dict:
         topics = None if topic is None else [topic]

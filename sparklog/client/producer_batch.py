@@ -40,6 +40,7 @@ class BatchFormat:
     compression_level: int | None
     producer_id: int = -1
     producer_epoch: int = -1
+    is_transactional: bool = False
 
     def encode_columns(self, values: pa.Array | None, keys: pa.Array | None, timestamps: Any,
                        headers: pa.Array | None, *, now_ms: int, base_sequence: int,
@@ -49,7 +50,7 @@ class BatchFormat:
             values, keys, timestamps, headers, now_ms=now_ms, compression=self.compression,
             compression_level=self.compression_level, max_batch_bytes=max_batch_bytes,
             producer_id=self.producer_id, producer_epoch=self.producer_epoch,
-            base_sequence=base_sequence)
+            base_sequence=base_sequence, is_transactional=self.is_transactional)
 
 
 class ProducerBatch:
@@ -138,7 +139,7 @@ class ProducerBatch:
         data = encode_batch(
             records, compression=fmt.compression, compression_level=fmt.compression_level,
             producer_id=fmt.producer_id, producer_epoch=fmt.producer_epoch,
-            base_sequence=self.base_sequence, now_ms=now)
+            base_sequence=self.base_sequence, is_transactional=fmt.is_transactional, now_ms=now)
         return EncodedBatch(data, self.count, 0, max(ts))
 
 

@@ -12,7 +12,7 @@ from enum import IntEnum
 
 from .batch_header import NO_PARTITION_LEADER_EPOCH, Buffer
 from .errors import CorruptRecordError, InvalidRecordError
-from .records import Record, encode_batch
+from .records import Record, decode_batch, encode_batch
 
 __all__ = [
     "ControlRecordType",
@@ -21,6 +21,7 @@ __all__ = [
     "parse_control_record_key",
     "parse_end_txn_marker",
     "encode_control_batch",
+    "read_control_batch",
 ]
 
 
@@ -89,3 +90,16 @@ def encode_control_batch(
         [rec], base_offset=base_offset, producer_id=producer_id, producer_epoch=producer_epoch,
         is_transactional=True, is_control=True, partition_leader_epoch=partition_leader_epoch,
     )
+
+
+def read_control_batch(buf: Buffer, pos: int = 0) -> tuple[int, int]:
+    """(record type, coordinator epoch) of the control batch at ``pos``; the epoch is -1
+    for a type that is not a transaction marker. Control batches are rare (one per
+    transaction and partition), so this decodes the batch."""
+    records = decode_batch(buf, pos, verify_crc=False).records
+    if not records:
+        raise CorruptRecordError("control batch without a record")
+    _version, rtype = parse_control_record_key(records[0].key)
+    if rtype not in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
+        return rtype, -1
+    return rtype, parse_end_txn_marker(records[0])[1]

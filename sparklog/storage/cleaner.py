@@ -3,11 +3,13 @@
 One pass over a log:
 
 1. Under the log lock, pick the *cleanable* range: sealed segments from the log start whose
-   next segment starts at or below the high watermark (never the active segment, never data
-   a consumer could not read yet) and whose newest timestamp is older than
-   ``min.compaction.lag.ms``.
+   next segment starts at or below the last stable offset (never the active segment, never
+   data a consumer could not read yet, never an open transaction) and whose newest
+   timestamp is older than ``min.compaction.lag.ms``.
 2. Without the lock (sealed segments are immutable), map every key to its last offset in that
-   range.
+   range. Records of aborted transactions (the range's ``.txnindex`` entries) count for
+   nothing and are dropped in step 3, as Kafka does; transaction markers are kept, and so
+   are the ``.txnindex`` entries (carried into the output segment).
 3. Rewrite the range in groups of segments that fit ``segment.bytes``: a batch whose records
    all survive is copied byte for byte; otherwise its surviving records are re-encoded with
    their original offsets, producer fields and the original offset span (so idempotent
@@ -34,7 +36,8 @@ from sparklog.protocol.batch_header import BatchView
 from sparklog.protocol.records import Record, decode_batch, encode_batch
 
 from .partition_log import PartitionLog
-from .segment import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, LogSegment
+from .segment import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, TXN_INDEX_SUFFIX, LogSegment
+from .txn_index import AbortedTxn
 
 __all__ = ["clean_log", "CleanResult", "cleanable_range"]
 
@@ -62,7 +65,7 @@ def cleanable_range(plog: PartitionLog, now_ms: int) -> list[LogSegment]:
     out: list[LogSegment] = []
     for i in range(len(segs) - 1):
         seg, nxt = segs[i], segs[i + 1]
-        if nxt.base_offset > plog.high_watermark or seg.corrupt_position is not None:
+        if nxt.base_offset > plog.last_stable_offset or seg.corrupt_position is not None:
             break
         if cfg.min_compaction_lag_ms > 0 and seg.max_timestamp >= 0 and \
                 now_ms - seg.max_timestamp < cfg.min_compaction_lag_ms:
@@ -117,11 +120,12 @@ def _clean(plog: PartitionLog, segs: list[LogSegment], end_offset: int,
            producer_last: dict[int, int], now: int, crash_at: str | None) -> CleanResult | None:
     cfg = plog.config
     # 1. key -> last offset over the cleanable range
+    aborted = _AbortedRanges([e for seg in segs for e in seg.txn_index.entries])
     offset_map: dict[bytes, int] = {}
     for seg in segs:
         for _b, raw in _iter_batches(seg):
             view = BatchView(raw)
-            if view.is_control:
+            if view.is_control or aborted.holds(view):
                 continue
             for r in decode_batch(raw, verify_crc=False).records:
                 if r.key is not None:
@@ -144,7 +148,8 @@ def _clean(plog: PartitionLog, segs: list[LogSegment], end_offset: int,
     bytes_before = sum(s.size for s in segs)
     bytes_after = 0
     for group in groups:
-        cleaned, n_removed = _write_cleaned(plog, group, offset_map, producer_last, now)
+        cleaned, n_removed = _write_cleaned(plog, group, offset_map, producer_last, now,
+                                            aborted)
         removed += n_removed
         bytes_after += cleaned.size
         if crash_at == "cleaned":
@@ -163,8 +168,26 @@ def _clean(plog: PartitionLog, segs: list[LogSegment], end_offset: int,
     return CleanResult(len(segs), after, bytes_before, bytes_after, removed, end_offset)
 
 
+class _AbortedRanges:
+    """Which transactional batches belong to an aborted transaction: per producer, the
+    [first offset, marker offset] spans of its aborted transactions."""
+
+    def __init__(self, entries: list[AbortedTxn]) -> None:
+        self._by_producer: dict[int, list[tuple[int, int]]] = {}
+        for e in entries:
+            self._by_producer.setdefault(e.producer_id, []).append((e.first_offset,
+                                                                    e.last_offset))
+
+    def holds(self, view: BatchView) -> bool:
+        if not self._by_producer or not view.is_transactional:
+            return False
+        spans = self._by_producer.get(view.producer_id, ())
+        return any(first <= view.base_offset < last for first, last in spans)
+
+
 def _write_cleaned(plog: PartitionLog, group: list[LogSegment], offset_map: dict[bytes, int],
-                   producer_last: dict[int, int], now: int) -> tuple[LogSegment, int]:
+                   producer_last: dict[int, int], now: int,
+                   aborted: _AbortedRanges) -> tuple[LogSegment, int]:
     cfg = plog.config
     base = group[0].base_offset
     stale = os.path.join(plog.directory, f"{base:020d}.log{CLEANED_SUFFIX}")
@@ -175,21 +198,27 @@ def _write_cleaned(plog: PartitionLog, group: list[LogSegment], offset_map: dict
                      created_ms=now)
     out.offset_index.reset()
     out.time_index.reset()
+    out.txn_index.truncate_to(-1)
     removed = 0
     group_end = group[-1].next_offset
     for seg in group:
+        for e in seg.txn_index.entries:
+            out.txn_index.append(e)
         for _b, raw in _iter_batches(seg):
             view = BatchView(raw)
             if view.is_control:
                 _append(out, raw)
                 continue
             batch = decode_batch(raw, verify_crc=False)
+            # an aborted transaction's records: none survives (the emptied batch may stay
+            # below, for producer state or the group's offset range)
+            was_aborted = aborted.holds(view)
             horizon = batch.delete_horizon_ms
             drop_tombstones = batch.has_delete_horizon and now >= horizon
             keep: list[Record] = []
             has_tombstone = False
             for r in batch.records:
-                if r.key is None or offset_map.get(bytes(r.key), -1) > r.offset:
+                if was_aborted or r.key is None or offset_map.get(bytes(r.key), -1) > r.offset:
                     continue
                 if r.value is None:
                     if drop_tombstones:
@@ -242,6 +271,7 @@ def _swap(plog: PartitionLog, group: list[LogSegment], cleaned: LogSegment,
     prefix = os.path.join(plog.directory, f"{cleaned.base_offset:020d}")
     cleaned.offset_index.rename(prefix + ".index" + SWAP_SUFFIX)
     cleaned.time_index.rename(prefix + ".timeindex" + SWAP_SUFFIX)
+    cleaned.txn_index.rename(prefix + TXN_INDEX_SUFFIX + SWAP_SUFFIX)
     os.replace(cleaned.log_path, prefix + ".log" + SWAP_SUFFIX)
     cleaned.log_path = prefix + ".log" + SWAP_SUFFIX
     cleaned.suffix = SWAP_SUFFIX

@@ -43,6 +43,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sparklog.protocol.batch_header import BatchView
+from sparklog.protocol.control_records import read_control_batch
 from sparklog.protocol.errors import KafkaStorageError
 from sparklog.protocol.topic_partition import TopicPartition
 
@@ -57,10 +58,12 @@ from .segment import (
     LOG_SUFFIX,
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
     LogSegment,
     filename_prefix,
     parse_segment_name,
 )
+from .txn_index import AbortedTxn
 
 __all__ = [
     "PARTITION_METADATA",
@@ -168,16 +171,22 @@ class LogLoader:
                 os.remove(path)
             elif suffix == LOG_SUFFIX + SWAP_SUFFIX:
                 swaps.append(base)
+            elif suffix == TXN_INDEX_SUFFIX + SWAP_SUFFIX:
+                continue  # a swap's aborted transactions: kept by ``_complete_swap``
             elif suffix.endswith(SWAP_SUFFIX):
                 os.remove(path)  # index swaps: indexes of swapped segments are rebuilt
             elif suffix == LOG_SUFFIX:
                 bases.add(base)
         for base in sorted(swaps):
             self._complete_swap(base, bases)
+        for name in os.listdir(self.directory):
+            if name.endswith(TXN_INDEX_SUFFIX + SWAP_SUFFIX):  # its swap was not completed
+                os.remove(os.path.join(self.directory, name))
         # orphan indexes (their .log is gone) would confuse a later segment with that base
         for name in os.listdir(self.directory):
             parsed = parse_segment_name(name)
-            if parsed and parsed[1] in (INDEX_SUFFIX, TIME_INDEX_SUFFIX) and parsed[0] not in bases:
+            if (parsed and parsed[1] in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+                    and parsed[0] not in bases):
                 os.remove(os.path.join(self.directory, name))
         return bases
 
@@ -202,8 +211,12 @@ class LogLoader:
         end = seg.next_offset
         replaced = sorted(b for b in bases if base <= b < end)
         for b in replaced:
-            self._remove_segment_files(b, (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX))
+            self._remove_segment_files(b, (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX,
+                                           TXN_INDEX_SUFFIX))
             bases.discard(b)
+        txn_swap = seg.txn_index.path
+        if os.path.exists(txn_swap):
+            os.replace(txn_swap, txn_swap[: -len(SWAP_SUFFIX)])
         seg.offset_index.delete_file()
         seg.time_index.delete_file()
         seg.close_fd_only()
@@ -269,7 +282,11 @@ class LogLoader:
 def rebuild_producer_state(producers: ProducerStateManager, segments: list[LogSegment],
                            log_start_offset: int, log_end_offset: int) -> None:
     """Producer state for [log start, log end): the latest usable snapshot, then every
-    batch with a producer id after it (after truncation too)."""
+    batch with a producer id after it (after truncation too). Aborted transactions whose
+    marker the replay meets are added to their segment's ``.txnindex`` where missing (a
+    crash may come between the marker's write and its index entry's)."""
+    for seg in segments:
+        seg.txn_index.truncate_to(seg.next_offset)
     start = producers.truncate_and_reload(log_start_offset, log_end_offset)
     from_offset = log_start_offset if start is None else max(start, log_start_offset)
     if from_offset < log_end_offset:
@@ -281,6 +298,14 @@ def rebuild_producer_state(producers: ProducerStateManager, segments: list[LogSe
                 continue
             for pos in seg.iter_headers(b.position):
                 h = seg.read_header(pos.position)
-                if h is not None and h.producer_id >= 0:
-                    producers.replay(ProducerBatch.from_header(h, h.base_offset, h.max_timestamp))
+                if h is None or h.producer_id < 0:
+                    continue
+                marker = (read_control_batch(seg.read_batch_bytes(pos.position, pos.size))
+                          if h.is_control else (-1, -1))
+                done = producers.replay(ProducerBatch.from_header(h, h.base_offset,
+                                                                  h.max_timestamp, marker))
+                if done is not None and done.is_aborted:
+                    seg.txn_index.append(AbortedTxn(done.producer_id, done.first_offset,
+                                                    done.last_offset,
+                                                    producers.stable_offset_after(done)))
     producers.map_end_offset = log_end_offset

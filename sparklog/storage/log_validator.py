@@ -42,6 +42,7 @@ from sparklog.protocol.batch_header import (
     stamp_offset_and_epoch,
     validate_batches,
 )
+from sparklog.protocol.control_records import read_control_batch
 from sparklog.protocol.errors import InvalidRecordError, InvalidTimestampError
 
 from .errors import UnexpectedAppendOffsetError
@@ -161,11 +162,20 @@ def assign_offsets(mv: memoryview, batches: Batches, first_offset: int, leader_e
         if ts > max_ts:
             max_ts, offset_of_max_ts = ts, last
         if producer_id >= 0:
-            producer_batches.append(ProducerBatch.from_header(h, nxt, ts))
+            producer_batches.append(_producer_batch(mv, pos, h, nxt, ts))
         count += n
         nxt = last + 1
     return _new_append(AppendBatches, (buffers, len(mv), metas, producer_batches, [], max_ts,
                                        offset_of_max_ts, count, nxt))
+
+
+def _producer_batch(mv: memoryview, pos: int, h: BatchHeader, first_offset: int,
+                    ts: int) -> ProducerBatch:
+    """What producer state learns from the batch at ``pos`` (a control batch is read for
+    its marker type)."""
+    if h.attributes & CONTROL_MASK:
+        return ProducerBatch.from_header(h, first_offset, ts, read_control_batch(mv, pos))
+    return ProducerBatch.from_header(h, first_offset, ts)
 
 
 def replicated_batches(mv: memoryview, batches: Batches, log_end_offset: int,
@@ -187,7 +197,7 @@ def replicated_batches(mv: memoryview, batches: Batches, log_end_offset: int,
         if ts > max_ts:
             max_ts, offset_of_max_ts = ts, last
         if h.producer_id >= 0:
-            producer_batches.append(ProducerBatch.from_header(h, base, ts))
+            producer_batches.append(_producer_batch(mv, _pos, h, base, ts))
         count += h.record_count
         expected = last + 1
     return _new_append(AppendBatches, ([mv], len(mv), metas, producer_batches, epochs, max_ts,

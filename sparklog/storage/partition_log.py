@@ -7,17 +7,20 @@ producer-state rebuild), ``log_validator`` checks and stamps what an append brin
 Layer above: the broker's replica manager (who leads, HW moves, fetches) and ``LogManager``
 (opens logs, runs retention/compaction/flush, writes checkpoints).
 
-Files in the partition directory: ``<base>.log`` / ``.index`` / ``.timeindex`` (see
-``segment``, ``offset_index``, ``time_index``), ``<offset>.snapshot`` (``producer_state``),
+Files in the partition directory: ``<base>.log`` / ``.index`` / ``.timeindex`` /
+``.txnindex`` (see ``segment``, ``offset_index``, ``time_index``, ``txn_index``),
+``<offset>.snapshot`` (``producer_state``),
 ``leader-epoch-checkpoint`` (``leader_epoch``), ``partition.metadata`` (``checkpoints``).
 Transient names: ``.cleaned`` (compaction output being written), ``.swap`` (compaction output
 complete, replacing segments), ``.deleted`` (waiting ``file.delete.delay.ms``).
 
 Invariants:
 
-* Offsets: ``log_start_offset`` <= ``high_watermark`` <= ``log_end_offset`` (LEO, the next
-  offset to assign); recovery point <= LEO. Readers see [log start, LEO); the broker limits
-  consumers to the HW by passing ``max_offset``. The HW is moved only by
+* Offsets: ``log_start_offset`` <= ``last_stable_offset`` <= ``high_watermark`` <=
+  ``log_end_offset`` (LEO, the next offset to assign); recovery point <= LEO. The LSO is
+  the HW unless a transaction that began below it is still open. Readers see
+  [log start, LEO); the broker limits consumers to the HW (the LSO for read_committed)
+  by passing ``max_offset``. The HW is moved only by
   ``update_high_watermark`` (after each append on a single replica, once followers caught
   up under replication).
 * Only the last (active) segment is written; segments before it are sealed and change only
@@ -72,9 +75,10 @@ from .log_info import (
 )
 from .log_loader import LogLoader, check_topic_id, parse_topic_partition, rebuild_producer_state
 from .log_validator import assign_offsets, replicated_batches, validate_leader_append
-from .producer_state import ProducerStateManager
+from .producer_state import CompletedTxn, ProducerStateManager
 from .remote.remote_log import RemoteLog
 from .segment import BY_BASE_OFFSET, DELETED_SUFFIX, SWAP_SUFFIX, LogSegment
+from .txn_index import AbortedTxn
 
 __all__ = ["PartitionLog"]
 
@@ -131,6 +135,9 @@ class PartitionLog:
         self._recovery_point = loaded.recovery_point
         hw = 0 if high_watermark is None else high_watermark
         self._hw = min(max(hw, self._log_start_offset), self._leo)
+        # whether any segment may hold an aborted transaction: read_committed fetches of a
+        # log that never had one skip the .txnindex walk
+        self._has_aborted = any(s.txn_index.entries for s in self._segments)
 
     # ================================================================== properties
     @property
@@ -155,8 +162,32 @@ class PartitionLog:
 
     @property
     def last_stable_offset(self) -> int:
-        """Equal to the HW until transactions exist."""
-        return self._hw
+        """The LSO: the HW, or the first offset of the oldest open transaction when that is
+        lower (``read_committed`` readers stop there), never below the log start (retention
+        or DeleteRecords may remove an open transaction's first records, as in Kafka)."""
+        first = self._producers.first_unstable_offset
+        if first is None or first >= self._hw:
+            return self._hw
+        return max(first, self._log_start_offset)
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [fetch_offset, upper_bound): what a
+        ``read_committed`` fetch of that range reports (Kafka's
+        ``collectAbortedTransactions``), from the segment holding ``fetch_offset`` on."""
+        if not self._has_aborted:
+            return []
+        with self._lock:
+            segs = self._segments
+            i = max(0, bisect_right(segs, fetch_offset, key=BY_BASE_OFFSET) - 1)
+            out: list[AbortedTxn] = []
+            for seg in segs[i:]:
+                if not seg.txn_index.entries:
+                    continue
+                found, complete = seg.txn_index.collect(fetch_offset, upper_bound)
+                out += found
+                if complete:
+                    break
+            return out
 
     @property
     def recovery_point(self) -> int:
@@ -258,8 +289,9 @@ class PartitionLog:
             first = self._leo
             a = assign_offsets(mv, batches, first, leader_epoch, now if lat else None)
             updated = None
+            completed: list[CompletedTxn] = []
             if a.producer_batches:
-                updated, dup = self._producers.prepare(a.producer_batches, origin)
+                updated, dup, completed = self._producers.prepare(a.producer_batches, origin)
                 if dup is not None:
                     return AppendInfo(dup.first_offset, dup.last_offset,
                                       dup.timestamp if lat else -1, self._log_start_offset,
@@ -269,6 +301,7 @@ class PartitionLog:
             self._write(a.buffers, a.size, a.metas)
             if updated:
                 self._producers.commit(updated, a.next_offset)
+                self._index_aborted(completed)
             else:
                 self._producers.map_end_offset = a.next_offset
             if leader_epoch >= 0 and leader_epoch != latest_epoch:
@@ -310,8 +343,8 @@ class PartitionLog:
                 self._replace_empty_active(first)
             self._maybe_roll(a.size, a.max_timestamp, a.next_offset - 1, now, base_offset=first)
             self._write(a.buffers, a.size, a.metas)
-            for b in a.producer_batches:
-                self._producers.replay(b)
+            self._index_aborted([done for b in a.producer_batches
+                                 if (done := self._producers.replay(b)) is not None])
             self._producers.map_end_offset = a.next_offset
             for ple, base in a.leader_epochs:
                 if ple > self._epochs.latest_epoch:
@@ -322,6 +355,16 @@ class PartitionLog:
             self._after_append(a.record_count)
         self._notify()
         return info
+
+    def _index_aborted(self, completed: list[CompletedTxn]) -> None:
+        """Record the aborted transactions among ``completed`` in the active segment's
+        ``.txnindex`` (their markers were just written there)."""
+        for txn in completed:
+            if txn.is_aborted:
+                self._segments[-1].txn_index.append(AbortedTxn(
+                    txn.producer_id, txn.first_offset, txn.last_offset,
+                    self._producers.stable_offset_after(txn)))
+                self._has_aborted = True
 
     def _replace_empty_active(self, base: int) -> None:
         old = self._segments.pop()
@@ -566,6 +609,7 @@ class PartitionLog:
             self._producers.delete_snapshots_from(self._leo + 1)
             rebuild_producer_state(self._producers, self._segments, self._log_start_offset,
                                    self._leo)
+            self._has_aborted = any(s.txn_index.entries for s in self._segments)
         self._notify()
         return True
 
@@ -583,8 +627,7 @@ class PartitionLog:
         self._leo = self._hw = self._log_start_offset = self._recovery_point = offset
         self._epochs.clear()
         self._producers.delete_all_snapshots()
-        self._producers.producers = {}
-        self._producers.map_end_offset = offset
+        self._producers.reset(offset)
 
     # ================================================================== retention
     def delete_old_segments(self, now_ms: int | None = None) -> int:

@@ -22,6 +22,15 @@ is the log end offset the state covers, so recovery replays batches from there::
 
 Like Kafka, a snapshot keeps only each producer's last batch, so after a restart a retry of
 that last batch is still recognised; older in-flight retries are treated by sequence rules.
+
+Transactions (KIP-98): a producer's first transactional batch after none (or after a marker)
+opens its transaction at that offset (``current_txn_first_offset``); the COMMIT or ABORT
+control batch (the marker) closes it and is reported as a ``CompletedTxn`` so the log can
+index an aborted one. ``first_unstable_offset`` is the least first offset of the open
+transactions: the log's last stable offset never passes it. Invariant: ``ongoing`` maps
+exactly the producers whose entry has ``current_txn_first_offset >= 0`` to that offset.
+A marker carries no sequence: it moves only the epoch (a newer epoch, from a fenced or
+timed-out transaction, starts the producer's sequences over).
 Not thread-safe; the PartitionLog lock guards it.
 """
 
@@ -32,10 +41,12 @@ import os
 import struct
 from collections import deque
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from crc32c import crc32c
 
 from sparklog.protocol.batch_header import BatchHeader, increment_sequence
+from sparklog.protocol.control_records import ControlRecordType
 from sparklog.protocol.errors import (
     CorruptRecordError,
     InvalidProducerEpochError,
@@ -44,6 +55,7 @@ from sparklog.protocol.errors import (
 
 __all__ = [
     "BatchMetadata",
+    "CompletedTxn",
     "ProducerStateEntry",
     "ProducerStateManager",
     "ProducerBatch",
@@ -124,9 +136,20 @@ class ProducerStateEntry:
         self.last_timestamp = timestamp
 
 
+class CompletedTxn(NamedTuple):
+    """A transaction a marker closed: its first data offset and the marker's offset."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
+
+
 @dataclass(frozen=True, slots=True)
 class ProducerBatch:
-    """The header fields producer-state bookkeeping needs from one batch."""
+    """The header fields producer-state bookkeeping needs from one batch; for a control
+    batch, also its record type (``ControlRecordType``; -1 when unread) and coordinator
+    epoch."""
 
     producer_id: int
     producer_epoch: int
@@ -137,16 +160,48 @@ class ProducerBatch:
     max_timestamp: int
     is_transactional: bool = False
     is_control: bool = False
+    control_type: int = -1
+    coordinator_epoch: int = -1
 
     @classmethod
-    def from_header(cls, header: BatchHeader, first_offset: int, max_timestamp: int) -> ProducerBatch:
+    def from_header(cls, header: BatchHeader, first_offset: int, max_timestamp: int,
+                    marker: tuple[int, int] = (-1, -1)) -> ProducerBatch:
         """The batch ``header`` describes, stored at ``first_offset`` (its base offset once
-        assigned) with ``max_timestamp`` (the log-append time under LogAppendTime)."""
+        assigned) with ``max_timestamp`` (the log-append time under LogAppendTime);
+        ``marker`` is a control batch's (record type, coordinator epoch)."""
         h = header
         last_seq = increment_sequence(h.base_sequence, h.last_offset_delta) if h.base_sequence >= 0 else -1
         return cls(h.producer_id, h.producer_epoch, h.base_sequence, last_seq, first_offset,
                    first_offset + h.last_offset_delta, max_timestamp, h.is_transactional,
-                   h.is_control)
+                   h.is_control, marker[0], marker[1])
+
+    @property
+    def is_marker(self) -> bool:
+        return self.control_type in (ControlRecordType.ABORT, ControlRecordType.COMMIT)
+
+
+def _apply_data(entry: ProducerStateEntry, b: ProducerBatch) -> None:
+    entry.add_batch(b.producer_epoch, b.first_seq, b.last_seq, b.first_offset, b.last_offset,
+                    b.max_timestamp)
+    if b.is_transactional and entry.current_txn_first_offset < 0:
+        entry.current_txn_first_offset = b.first_offset
+
+
+def _apply_control(entry: ProducerStateEntry, b: ProducerBatch) -> CompletedTxn | None:
+    """A marker closes the producer's open transaction (if any) and may bump its epoch."""
+    if not b.is_marker:
+        return None
+    if b.producer_epoch != entry.producer_epoch:
+        entry.batches.clear()
+        entry.producer_epoch = b.producer_epoch
+    entry.coordinator_epoch = b.coordinator_epoch
+    entry.last_timestamp = b.max_timestamp
+    first = entry.current_txn_first_offset
+    if first < 0:
+        return None
+    entry.current_txn_first_offset = -1
+    return CompletedTxn(b.producer_id, first, b.first_offset,
+                        b.control_type == ControlRecordType.ABORT)
 
 
 class ProducerStateManager:
@@ -154,18 +209,21 @@ class ProducerStateManager:
         self.log_dir = log_dir
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.producers: dict[int, ProducerStateEntry] = {}
+        self.ongoing: dict[int, int] = {}  # producer id -> first offset of its open txn
         self.map_end_offset = 0  # state reflects every batch below this offset
 
     # -- validation (no mutation)
     def prepare(
         self, batches: list[ProducerBatch], origin: str
-    ) -> tuple[dict[int, ProducerStateEntry], BatchMetadata | None]:
+    ) -> tuple[dict[int, ProducerStateEntry], BatchMetadata | None, list[CompletedTxn]]:
         """Check ``batches`` in order against the current state.
 
-        Returns (updated entries to commit after the write, duplicate). When a client batch is
-        a retry of one of the last 5, the duplicate's metadata is returned and nothing must be
-        written. Raises InvalidProducerEpochError / OutOfOrderSequenceError."""
+        Returns (updated entries to commit after the write, duplicate, transactions the
+        batches' markers close). When a client batch is a retry of one of the last 5, the
+        duplicate's metadata is returned and nothing must be written. Raises
+        InvalidProducerEpochError / OutOfOrderSequenceError."""
         updated: dict[int, ProducerStateEntry] = {}
+        completed: list[CompletedTxn] = []
         client = origin == "client"
         for b in batches:
             pid = b.producer_id
@@ -175,16 +233,23 @@ class ProducerStateManager:
             if client and current is not None and pid not in updated:
                 dup = current.find_duplicate(b.producer_epoch, b.first_seq, b.last_seq)
                 if dup is not None:
-                    return {}, dup
+                    return {}, dup, []
             entry = updated.get(pid)
             if entry is None:
                 entry = current.copy() if current is not None else ProducerStateEntry(pid)
                 updated[pid] = entry
-            if not b.is_control:
-                self._check(entry, current, b, origin)
-            entry.add_batch(b.producer_epoch, b.first_seq, b.last_seq, b.first_offset,
-                            b.last_offset, b.max_timestamp)
-        return updated, None
+            if b.is_control:
+                if b.producer_epoch < entry.producer_epoch and origin != "replication":
+                    raise InvalidProducerEpochError(
+                        f"marker epoch {b.producer_epoch} of producer {pid} is older than "
+                        f"the current epoch {entry.producer_epoch}")
+                done = _apply_control(entry, b)
+                if done is not None:
+                    completed.append(done)
+                continue
+            self._check(entry, current, b, origin)
+            _apply_data(entry, b)
+        return updated, None, completed
 
     @staticmethod
     def _check(entry: ProducerStateEntry, current: ProducerStateEntry | None,
@@ -221,18 +286,41 @@ class ProducerStateManager:
 
     def commit(self, updated: dict[int, ProducerStateEntry], end_offset: int) -> None:
         self.producers.update(updated)
+        for pid, e in updated.items():
+            self._track(pid, e)
         self.map_end_offset = end_offset
 
-    def replay(self, b: ProducerBatch) -> None:
-        """Apply a batch already in the log (recovery, follower): no checks."""
+    def _track(self, pid: int, entry: ProducerStateEntry) -> None:
+        if entry.current_txn_first_offset >= 0:
+            self.ongoing[pid] = entry.current_txn_first_offset
+        else:
+            self.ongoing.pop(pid, None)
+
+    def replay(self, b: ProducerBatch) -> CompletedTxn | None:
+        """Apply a batch already in the log (recovery, follower): no checks. Returns the
+        transaction its marker closed, if any."""
+        done = None
         if b.producer_id >= 0:
             entry = self.producers.get(b.producer_id)
             if entry is None:
                 entry = self.producers[b.producer_id] = ProducerStateEntry(b.producer_id)
-            if b.producer_epoch >= entry.producer_epoch:
-                entry.add_batch(b.producer_epoch, b.first_seq, b.last_seq, b.first_offset,
-                                b.last_offset, b.max_timestamp)
+            if b.is_control:
+                done = _apply_control(entry, b)
+            elif b.producer_epoch >= entry.producer_epoch:
+                _apply_data(entry, b)
+            self._track(b.producer_id, entry)
         self.map_end_offset = max(self.map_end_offset, b.last_offset + 1)
+        return done
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """The least first offset of the open transactions (None: none is open)."""
+        return min(self.ongoing.values()) if self.ongoing else None
+
+    def stable_offset_after(self, txn: CompletedTxn) -> int:
+        """The LSO once ``txn`` completed (the value its ``.txnindex`` entry records)."""
+        first = self.first_unstable_offset
+        return txn.last_offset + 1 if first is None else min(first, txn.last_offset + 1)
 
     def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self.producers.get(producer_id)
@@ -254,6 +342,7 @@ class ProducerStateManager:
         gone = [pid for pid, e in self.producers.items() if 0 <= e.last_offset < log_start_offset]
         for pid in gone:
             del self.producers[pid]
+            self.ongoing.pop(pid, None)
         for off in self.snapshot_offsets():
             if off < log_start_offset and off != self.latest_snapshot_offset():
                 self._remove_snapshot(off)
@@ -266,8 +355,7 @@ class ProducerStateManager:
         for off in self.snapshot_offsets():
             if off > log_end_offset:
                 self._remove_snapshot(off)
-        self.producers = {}
-        self.map_end_offset = log_start_offset
+        self.reset(log_start_offset)
         for off in reversed(self.snapshot_offsets()):
             try:
                 self.producers = self._read_snapshot(off)
@@ -275,9 +363,17 @@ class ProducerStateManager:
                 log.warning("dropping unreadable producer snapshot %s: %s", self._path(off), exc)
                 self._remove_snapshot(off)
                 continue
+            self.ongoing = {pid: e.current_txn_first_offset for pid, e in self.producers.items()
+                            if e.current_txn_first_offset >= 0}
             self.map_end_offset = off
             return off
         return None
+
+    def reset(self, offset: int) -> None:
+        """Forget every producer: the state of an empty log starting at ``offset``."""
+        self.producers = {}
+        self.ongoing = {}
+        self.map_end_offset = offset
 
     # -- snapshots
     def _path(self, offset: int) -> str:

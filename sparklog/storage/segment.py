@@ -1,4 +1,4 @@
-"""One log segment: ``<base>.log`` plus its ``<base>.index`` and ``<base>.timeindex``.
+"""One log segment: ``<base>.log`` plus its ``.index``, ``.timeindex`` and ``.txnindex``.
 
 The base offset is <= the least offset in this segment and > every offset in earlier
 segments; files are named by it, zero-padded to 20 digits so ``ls`` sorts them numerically.
@@ -38,6 +38,7 @@ from sparklog.protocol.errors import CorruptRecordError, InvalidRecordError
 from .errors import CorruptIndexError
 from .offset_index import OffsetIndex
 from .time_index import TimeIndex
+from .txn_index import TransactionIndex
 
 __all__ = [
     "LogSegment",
@@ -149,6 +150,7 @@ class LogSegment:
         self.size = os.fstat(self.fd).st_size
         self.offset_index = OffsetIndex(prefix + INDEX_SUFFIX + suffix, base_offset, max_index_entries)
         self.time_index = TimeIndex(prefix + TIME_INDEX_SUFFIX + suffix, base_offset, max_index_entries)
+        self.txn_index = TransactionIndex(prefix + TXN_INDEX_SUFFIX + suffix)
         self.next_offset = base_offset
         self.max_timestamp = -1
         self.offset_of_max_timestamp = -1
@@ -542,6 +544,7 @@ class LogSegment:
         self.size = b.position
         self.offset_index.truncate_to_position(b.position)
         self.time_index.truncate_to(b.base_offset)
+        self.txn_index.truncate_to(b.base_offset)
         self.next_offset = b.base_offset if b.position > 0 else self.base_offset
         if self.corrupt_position is not None and self.corrupt_position >= b.position:
             self.corrupt_position = self.corrupt_offset = None
@@ -568,6 +571,7 @@ class LogSegment:
             return
         if fsync:
             os.fsync(self.fd)
+            self.txn_index.flush()
         self.offset_index.flush(fsync)
         self.time_index.flush(fsync)
 
@@ -589,18 +593,20 @@ class LogSegment:
             os.close(self.fd)
 
     def rename_suffix(self, new_suffix: str) -> None:
-        """Rename .log/.index/.timeindex from the current suffix to ``new_suffix``."""
+        """Rename .log/.index/.timeindex/.txnindex from the current suffix to ``new_suffix``."""
         prefix = os.path.join(self.directory, filename_prefix(self.base_offset))
         new_log = prefix + LOG_SUFFIX + new_suffix
         os.replace(self.log_path, new_log)
         self.log_path = new_log
         self.offset_index.rename(prefix + INDEX_SUFFIX + new_suffix)
         self.time_index.rename(prefix + TIME_INDEX_SUFFIX + new_suffix)
+        self.txn_index.rename(prefix + TXN_INDEX_SUFFIX + new_suffix)
         self.suffix = new_suffix
 
     def delete_files(self) -> None:
         self.close_fd_only()
-        for p in (self.log_path, self.offset_index.path, self.time_index.path):
+        for p in (self.log_path, self.offset_index.path, self.time_index.path,
+                  self.txn_index.path):
             try:
                 os.remove(p)
             except FileNotFoundError:

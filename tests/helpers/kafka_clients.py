@@ -3,7 +3,8 @@ aiokafka, kcat): produce/consume helpers, topic creation and committed offsets.
 
 Every produce/consume helper takes plain data (``Msg`` tuples) and returns plain data, so
 tests can compare what one client wrote with what another read, field by field.
-``CLIENTS`` maps each client's name to its (produce, consume) pair.
+``CLIENTS`` maps each client's name to its (produce, consume) pair; every consume helper
+takes ``isolation`` (``READ_COMMITTED`` reads only committed transactions).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from tests.helpers.polling import collect
 
 KCAT = shutil.which("kcat") or "/usr/bin/kcat"
 DEADLINE_S = 60
+READ_UNCOMMITTED = "read_uncommitted"
+READ_COMMITTED = "read_committed"
 
 
 class Msg(NamedTuple):
@@ -68,12 +71,13 @@ def ck_produce(bs: str, topic: str, msgs: list[Msg], **conf: Any) -> None:
     assert left == 0 and not errors, (left, errors[:3])
 
 
-def ck_consume(bs: str, topic: str, partitions: int, n: int, start: int = 0) -> list[Msg]:
+def ck_consume(bs: str, topic: str, partitions: int, n: int, start: int = 0,
+               isolation: str = READ_UNCOMMITTED) -> list[Msg]:
     from confluent_kafka import Consumer, TopicPartition
 
     c = Consumer({"bootstrap.servers": bs, "group.id": f"ck-assign-{topic}",
                   "enable.auto.commit": False, "fetch.queue.backoff.ms": 1,
-                  "auto.offset.reset": "earliest"})
+                  "auto.offset.reset": "earliest", "isolation.level": isolation})
     try:
         c.assign([TopicPartition(topic, p, start) for p in range(partitions)])
 
@@ -103,10 +107,12 @@ def kp_produce(bs: str, topic: str, msgs: list[Msg], **conf: Any) -> None:
     p.close(5)
 
 
-def kp_consume(bs: str, topic: str, partitions: int, n: int, start: int = 0) -> list[Msg]:
+def kp_consume(bs: str, topic: str, partitions: int, n: int, start: int = 0,
+               isolation: str = READ_UNCOMMITTED) -> list[Msg]:
     from kafka import KafkaConsumer, TopicPartition
 
-    c = KafkaConsumer(bootstrap_servers=bs, enable_auto_commit=False, consumer_timeout_ms=2000)
+    c = KafkaConsumer(bootstrap_servers=bs, enable_auto_commit=False, consumer_timeout_ms=2000,
+                      isolation_level=isolation)
     try:
         tps = [TopicPartition(topic, p) for p in range(partitions)]
         c.assign(tps)
@@ -143,11 +149,13 @@ def ak_produce(bs: str, topic: str, msgs: list[Msg], **conf: Any) -> None:
     asyncio.run(asyncio.wait_for(run(), DEADLINE_S * 2))
 
 
-def ak_consume(bs: str, topic: str, partitions: int, n: int, start: int = 0) -> list[Msg]:
+def ak_consume(bs: str, topic: str, partitions: int, n: int, start: int = 0,
+               isolation: str = READ_UNCOMMITTED) -> list[Msg]:
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
     async def run() -> list[Msg]:
-        c = AIOKafkaConsumer(bootstrap_servers=bs, enable_auto_commit=False)
+        c = AIOKafkaConsumer(bootstrap_servers=bs, enable_auto_commit=False,
+                             isolation_level=isolation)
         await c.start()
         try:
             tps = [TopicPartition(topic, p) for p in range(partitions)]
@@ -199,13 +207,13 @@ def kcat_produce(bs: str, topic: str, msgs: list[Msg], extra: list[str] | None =
 
 
 def kcat_consume(bs: str, topic: str, partitions: int, n: int, start: int = 0,
-                 offset_spec: str | None = None) -> list[Msg]:
+                 offset_spec: str | None = None, isolation: str = READ_UNCOMMITTED) -> list[Msg]:
     out: list[Msg] = []
     for part in range(partitions):
         spec = offset_spec if offset_spec is not None else str(start)
         fmt = _SEP.join(["%p", "%o", "%T", "%k", "%s", "%h"]) + "\x1e"
         cmd = [KCAT, "-b", bs, "-C", "-t", topic, "-p", str(part), "-o", spec, "-e", "-q",
-               "-f", fmt]
+               "-X", f"isolation.level={isolation}", "-f", fmt]
         res = subprocess.run(cmd, check=True, timeout=DEADLINE_S, capture_output=True)
         for rec in res.stdout.split(b"\x1e"):
             if not rec:

@@ -16,21 +16,23 @@ from sparklog.protocol.schema import TopLevel
 __all__ = ["fetch_request", "produce_request"]
 
 
-def produce_request(topic: str, partition: int, records: bytes, *, acks: int = -1) -> TopLevel:
+def produce_request(topic: str, partition: int, records: bytes, *, acks: int = -1,
+                    transactional_id: str | None = None) -> TopLevel:
     """Produce ``records`` (encoded batches) to one partition."""
-    return ProduceRequest(transactional_id=None, acks=acks, timeout_ms=5000, topic_data=[
+    return ProduceRequest(transactional_id=transactional_id, acks=acks, timeout_ms=5000, topic_data=[
         ProduceRequest.TopicProduceData(name=topic, partition_data=[
             ProduceRequest.PartitionProduceData(index=partition, records=records)])])
 
 
 def fetch_request(topic: str, offsets: Iterable[tuple[int, int]], *, max_wait_ms: int = 0,
                   min_bytes: int = 1, max_bytes: int = 1 << 20,
-                  partition_max_bytes: int = 1 << 20, replica_id: int = -1) -> TopLevel:
+                  partition_max_bytes: int = 1 << 20, replica_id: int = -1,
+                  isolation_level: int = 0) -> TopLevel:
     """Fetch from each ``(partition, offset)`` of ``topic``, as a consumer (replica id -1)
-    or as the follower ``replica_id``."""
+    or as the follower ``replica_id``; ``isolation_level`` 1 is read_committed."""
     return FetchRequest(
         replica_id=replica_id, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes,
-        isolation_level=0, session_id=0, session_epoch=-1, topics=[FetchRequest.FetchTopic(
+        isolation_level=isolation_level, session_id=0, session_epoch=-1, topics=[FetchRequest.FetchTopic(
             topic=topic, partitions=[FetchRequest.FetchPartition(
                 partition=p, fetch_offset=o, partition_max_bytes=partition_max_bytes)
                 for p, o in offsets])],

@@ -279,8 +279,14 @@ def test_init_producer_id(wire, version):
     assert resp.error_code == 0 and resp.producer_id >= 0 and resp.producer_epoch == 0
     again = wire.call(22, version, cls(transactional_id=None, transaction_timeout_ms=60000))
     assert again.producer_id != resp.producer_id
-    txn = wire.call(22, version, cls(transactional_id="tx-1", transaction_timeout_ms=60000))
-    assert txn.error_code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    # a transactional id gets its own producer id, and its epoch bumps on each init
+    txn = wire.call(22, version, cls(transactional_id=f"tx-{version}",
+                                     transaction_timeout_ms=60000))
+    assert (txn.error_code, txn.producer_epoch) == (ErrorCode.NONE, 0)
+    bumped = wire.call(22, version, cls(transactional_id=f"tx-{version}",
+                                        transaction_timeout_ms=60000))
+    assert (bumped.error_code, bumped.producer_id, bumped.producer_epoch) == (
+        ErrorCode.NONE, txn.producer_id, 1)
 
 
 @pytest.mark.parametrize("version", _versions(60))

@@ -33,7 +33,7 @@ from sparklog.broker.group.model import (
 from sparklog.broker.group.offsets import OffsetManager, TopicPartition
 from sparklog.broker.group.records import OffsetAndMetadata
 from sparklog.broker.group.registry import GroupRegistry
-from sparklog.broker.group.store import GroupStore
+from sparklog.broker.group.store import GroupStore, load_each_partition
 from sparklog.protocol.errors import ErrorCode
 from sparklog.protocol.internal_topics import CONSUMER_OFFSETS
 
@@ -69,6 +69,7 @@ class GroupCoordinator:
         for gid, lg in loaded.items():
             g = Group(gid)
             g.offsets = dict(lg.offsets)
+            g.pending_txn_offsets = {pid: dict(o) for pid, o in lg.pending.items()}
             md = lg.metadata
             if md is not None:
                 g.generation_id = md.generation
@@ -107,21 +108,12 @@ class GroupCoordinator:
 
     def serve_partitions(self, partitions: Iterable[int]) -> None:
         """Coordinate exactly the groups of ``partitions`` (the offsets partitions this
-        broker leads): load the new ones, unload the rest. A partition that fails to load
-        stays unloaded (its groups get NOT_COORDINATOR)."""
+        broker leads): load the new ones, unload the rest."""
         wanted = set(partitions)
         for p in sorted(self.registry.loaded - wanted):
             self.unload_partition(p)
-        total = 0
-        new = sorted(wanted - self.registry.loaded)
-        for p in new:
-            try:
-                total += self.load_partition(p)
-            except Exception:  # noqa: BLE001 - the other partitions still serve
-                log.exception("loading %s-%d failed", CONSUMER_OFFSETS, p)
-        if new:
-            log.info("loaded %d consumer groups from %d %s partitions", total, len(new),
-                     CONSUMER_OFFSETS)
+        load_each_partition(self.load_partition, sorted(wanted - self.registry.loaded),
+                            CONSUMER_OFFSETS, "consumer groups")
 
     def shutdown(self) -> None:
         """Cancel timers and answer waiting requests so the server can stop."""
@@ -190,6 +182,21 @@ class GroupCoordinator:
             return {tp: err for tp in offsets}
         return self.offsets.commit_offsets(group_id, generation_id, member_id,
                                            group_instance_id, offsets, retention_time_ms)
+
+    def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
+                           generation_id: int, member_id: str, group_instance_id: str | None,
+                           offsets: dict[TopicPartition, OffsetAndMetadata]
+                           ) -> dict[TopicPartition, ErrorCode]:
+        err = self._refuse(group_id)
+        if err is not None:
+            return {tp: err for tp in offsets}
+        return self.offsets.txn_commit_offsets(group_id, producer_id, producer_epoch,
+                                               generation_id, member_id, group_instance_id,
+                                               offsets)
+
+    def complete_txn(self, partition: int, producer_id: int, commit: bool) -> None:
+        """A transaction marker was written to offsets partition ``partition``."""
+        self.offsets.complete_txn(partition, producer_id, commit)
 
     def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None
                       ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None]]:

@@ -169,6 +169,9 @@ class Group:
     pending_members: dict[str, TimerHandle | None] = field(default_factory=dict)
     static_members: dict[str, str] = field(default_factory=dict)
     offsets: dict[tuple[str, int], OffsetAndMetadata] = field(default_factory=dict)
+    # TxnOffsetCommit offsets not yet committed: producer id -> offsets (KIP-98)
+    pending_txn_offsets: dict[int, dict[tuple[str, int], OffsetAndMetadata]] = field(
+        default_factory=dict)
     state_timestamp_ms: int | None = None
     join_timer: TimerHandle | None = None
     sync_timer: TimerHandle | None = None

@@ -1,9 +1,12 @@
-"""Committed offsets: OffsetCommit and OffsetFetch, tombstones for deleted topics and
-groups, and retention (KIP-211).
+"""Committed offsets: OffsetCommit, TxnOffsetCommit and OffsetFetch, tombstones for deleted
+topics and groups, and retention (KIP-211).
 
 An offset is acknowledged only once its record is in the group's ``__consumer_offsets``
 partition; a write that fails leaves memory as it was and answers COORDINATOR_NOT_AVAILABLE
 for the partitions it carried (as Kafka does). Removals write their tombstones first too.
+Offsets committed in a transaction are written as that producer's transactional records and
+held in ``Group.pending_txn_offsets`` (OffsetFetch does not see them) until the
+transaction's marker reaches the partition (``complete_txn``).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from sparklog.broker.group.membership import Membership
 from sparklog.broker.group.model import Group, GroupState, TimerHandle
 from sparklog.broker.group.records import OffsetAndMetadata
 from sparklog.broker.group.registry import GroupRegistry
-from sparklog.protocol.errors import ErrorCode
+from sparklog.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +65,38 @@ class OffsetManager:
             self._membership.schedule_session_timeout(group, group.members[member_id])
         return self._store_offsets(group, offsets, retention_time_ms)
 
+    def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
+                           generation_id: int, member_id: str, group_instance_id: str | None,
+                           offsets: dict[TopicPartition, OffsetAndMetadata]
+                           ) -> dict[TopicPartition, ErrorCode]:
+        """TxnOffsetCommit: ``offsets`` join the producer's transaction. A request naming a
+        member (KIP-447) is checked like OffsetCommit; one without is not."""
+        group = self.groups.get(group_id) or self._registry.create(group_id)
+        if generation_id >= 0 or member_id or group_instance_id is not None:
+            err = ErrorCode.NONE
+            if group.is_static_member_fenced(member_id, group_instance_id):
+                err = ErrorCode.FENCED_INSTANCE_ID
+            elif not group.has_member(member_id):
+                err = ErrorCode.UNKNOWN_MEMBER_ID
+            elif generation_id != group.generation_id:
+                err = ErrorCode.ILLEGAL_GENERATION
+            if err != ErrorCode.NONE:
+                return {tp: err for tp in offsets}
+        return self._store_offsets(group, offsets, -1, (producer_id, producer_epoch))
+
+    def complete_txn(self, partition: int, producer_id: int, commit: bool) -> None:
+        """The producer's marker reached offsets partition ``partition``: its pending
+        offsets there become the groups' committed offsets, or are dropped."""
+        for g in self.groups.values():
+            if producer_id in g.pending_txn_offsets and \
+                    self._registry.store.partition_for(g.group_id) == partition:
+                done = g.pending_txn_offsets.pop(producer_id)
+                if commit:
+                    g.offsets.update(done)
+
     def _store_offsets(self, group: Group, offsets: dict[TopicPartition, OffsetAndMetadata],
-                       retention_time_ms: int) -> dict[TopicPartition, ErrorCode]:
+                       retention_time_ms: int, producer: tuple[int, int] | None = None
+                       ) -> dict[TopicPartition, ErrorCode]:
         now = self.clock.now_ms()
         result: dict[TopicPartition, ErrorCode] = {}
         accepted: dict[TopicPartition, OffsetAndMetadata] = {}
@@ -77,13 +110,20 @@ class OffsetManager:
             result[tp] = ErrorCode.NONE
         if accepted:
             try:
-                self._registry.store.store_offsets(group.group_id, accepted, now)
+                self._registry.store.store_offsets(group.group_id, accepted, now, producer)
+            except KafkaError as exc:  # e.g. a fenced producer's epoch, refused by the log
+                for tp in accepted:
+                    result[tp] = exc.error_code
+                return result
             except Exception:  # noqa: BLE001 - reported per partition, as Kafka does
                 log.exception("group %s: writing offsets failed", group.group_id)
                 for tp in accepted:
                     result[tp] = ErrorCode.COORDINATOR_NOT_AVAILABLE
                 return result
-            group.offsets.update(accepted)
+            if producer is None:
+                group.offsets.update(accepted)
+            else:
+                group.pending_txn_offsets.setdefault(producer[0], {}).update(accepted)
         return result
 
     def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None

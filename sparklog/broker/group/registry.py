@@ -42,7 +42,8 @@ class GroupRegistry:
     def maybe_forget(self, group: Group) -> None:
         """A group with no members, no pending joins, no offsets and no history is dropped."""
         if (group.is_(GroupState.EMPTY) and not group.members and not group.pending_members
-                and not group.offsets and group.generation_id == 0
+                and not group.offsets and not group.pending_txn_offsets
+                and group.generation_id == 0
                 and self.groups.get(group.group_id) is group):
             self.groups.pop(group.group_id, None)
             group.state = GroupState.DEAD

@@ -28,6 +28,7 @@ from sparklog.broker.remote_fetch import prefetch_remote
 from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.errors import ErrorCode, KafkaError, OffsetOutOfRangeError
 from sparklog.protocol.messages.fetch import FetchRequest, FetchResponse
+from sparklog.storage.partition_log import PartitionLog
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +74,6 @@ def _read_pass(ctx: RequestContext, entries: list[_PartitionFetch], request: Fet
             resp.high_watermark = hw
             resp.last_stable_offset = lso
             resp.log_start_offset = start
-            # no transactions are served yet, so a read_committed fetch has none to report
             resp.aborted_transactions = [] if read_committed else None
             max_offset = leo if follower else (lso if read_committed else hw)
             if r.fetch_offset < start or r.fetch_offset > leo:
@@ -95,14 +95,16 @@ def _read_pass(ctx: RequestContext, entries: list[_PartitionFetch], request: Fet
             limit = min(r.partition_max_bytes, budget)
             if limit <= 0 and not min_one:
                 continue
-            records, size = as_records(plog.read(r.fetch_offset, max(limit, 0),
-                                                 max_offset=max_offset,
-                                                 min_one_message=min_one))
+            data = plog.read(r.fetch_offset, max(limit, 0), max_offset=max_offset,
+                             min_one_message=min_one)
+            records, size = as_records(data)
             if size:
                 resp.records = records
                 total += size
                 budget -= size
                 min_one = False
+                if read_committed and not follower:
+                    resp.aborted_transactions = _aborted(plog, r.fetch_offset, data.next_offset)
         except KafkaError as exc:
             resp.error_code = int(exc.error_code)
             resp.records = b""
@@ -110,6 +112,15 @@ def _read_pass(ctx: RequestContext, entries: list[_PartitionFetch], request: Fet
             ctx.log_once(f"fetch-{exc.error_code.name}", logging.INFO,
                          "fetch %s-%d from %s: %s", e.topic, r.partition, ctx.client_host, exc)
     return total, any_error
+
+
+def _aborted(plog: PartitionLog, fetch_offset: int, end_offset: int
+             ) -> list[FetchResponse.AbortedTransaction]:
+    """The aborted transactions a read_committed consumer needs to drop what it got: those
+    overlapping [fetch_offset, end_offset), the end of the returned batches."""
+    return [FetchResponse.AbortedTransaction(producer_id=t.producer_id,
+                                             first_offset=t.first_offset)
+            for t in plog.aborted_transactions(fetch_offset, end_offset)]
 
 
 @register(ApiKey.FETCH, 4, 13)

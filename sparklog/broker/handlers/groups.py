@@ -18,11 +18,10 @@ from sparklog.broker.group.coordinator import GroupCoordinator
 from sparklog.broker.group.records import NO_LEADER_EPOCH, OffsetAndMetadata
 from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.errors import CoordinatorNotAvailableError, ErrorCode, KafkaError
+from sparklog.protocol.messages.groups import KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION
 from sparklog.protocol.schema import Message, TopLevel
 
 INT32_MIN = -(1 << 31)
-KEY_TYPE_GROUP = 0
-KEY_TYPE_TRANSACTION = 1
 
 
 def _host(ctx: RequestContext) -> str:
@@ -55,14 +54,16 @@ async def handle_find_coordinator(ctx: RequestContext, request: TopLevel) -> Top
                    error_message=f"unknown coordinator key type {key_type}",
                    node_id=-1, host="", port=-1)
     broker = ctx.broker
-    # a group's coordinator leads its offsets partition; transactions (not served yet)
-    # are answered by this broker
+    # a group's coordinator leads its offsets partition; a transactional id's is this
+    # broker while its coordinator has the id's __transaction_state partition loaded
     node_id: int | None = broker.node_id
     if key_type == KEY_TYPE_GROUP:
         try:
             node_id = broker.group_coordinator_node(request.key)
         except KafkaError:
             node_id = None  # the offsets topic could not be created now: the client retries
+    elif broker.txn_coordinator is None or not broker.txn_coordinator.serves(request.key):
+        node_id = None
     if node_id is None:
         return cls(error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE), error_message=None,
                    node_id=-1, host="", port=-1)

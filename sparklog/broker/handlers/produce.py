@@ -20,15 +20,33 @@ import logging
 
 from sparklog.broker.acks import AcksAllWait, wait_replicated
 from sparklog.broker.dispatch import RequestContext, register
+from sparklog.broker.replica_manager import Records
 from sparklog.broker.server import CloseConnection
+from sparklog.broker.txn.coordinator import TransactionCoordinator
 from sparklog.protocol.api_keys import ApiKey
-from sparklog.protocol.batch_header import LOG_OVERHEAD, batch_size
+from sparklog.protocol.batch_header import (
+    ATTRIBUTES_OFFSET,
+    LOG_OVERHEAD,
+    TRANSACTIONAL_MASK,
+    batch_size,
+)
 from sparklog.protocol.errors import ErrorCode, KafkaError
 from sparklog.protocol.messages.produce import ProduceRequest, ProduceResponse
 
 log = logging.getLogger(__name__)
 
 MIN_SERVED_VERSION = 3
+_ATTRIBUTES = ATTRIBUTES_OFFSET + 1  # the attributes' low byte (int16, big endian)
+
+
+def _transactional_error(tc: TransactionCoordinator | None, transactional_id: str | None,
+                         tp: tuple[str, int], records: Records) -> ErrorCode:
+    """A transactional batch needs the request's transactional id (Kafka refuses it with
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED otherwise: no transaction could ever close it)
+    and, KIP-890, its partition in the producer's ongoing transaction."""
+    if transactional_id is None:
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    return ErrorCode.NONE if tc is None else tc.verify_produce(transactional_id, tp, records)
 
 
 @register(ApiKey.PRODUCE, 0, 10)
@@ -44,9 +62,6 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
         whole_error = int(ErrorCode.UNSUPPORTED_VERSION)
     elif acks not in (-1, 0, 1):
         whole_error = int(ErrorCode.INVALID_REQUIRED_ACKS)
-    elif request.transactional_id is not None:
-        # transactions are not served yet; InitProducerId refuses transactional ids too
-        whole_error = int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
 
     responses = []
     waits: list[AcksAllWait] = []
@@ -72,6 +87,15 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
                                       error_message="more than one record batch in a partition"))
                 failed = True
                 continue
+            if len(records) > _ATTRIBUTES and records[_ATTRIBUTES] & TRANSACTIONAL_MASK:
+                code = _transactional_error(broker.txn_coordinator, request.transactional_id,
+                                            (t.name, pd.index), records)
+                if code != ErrorCode.NONE:
+                    parts.append(PartResp(index=pd.index, error_code=int(code), base_offset=-1,
+                                          error_message=f"transactional batch refused for "
+                                          f"{t.name}-{pd.index}: {code.name}"))
+                    failed = True
+                    continue
             res = rm.append(t.name, pd.index, records, acks=acks)
             if res.error is not None:
                 err: KafkaError = res.error

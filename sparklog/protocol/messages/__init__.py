@@ -93,6 +93,8 @@ _ALL: list[ApiSpec] = [
     controller.BROKER_REGISTRATION,
     controller.BROKER_HEARTBEAT,
     controller.ALLOCATE_PRODUCER_IDS,
+    transactions.DESCRIBE_TRANSACTIONS,
+    transactions.LIST_TRANSACTIONS,
 ]
 
 _HEADER_V1 = struct.Struct(">hhih")

@@ -13,6 +13,8 @@ from sparklog.protocol.schema import api, f, schema
 #   v4  batched: coordinator_keys in, a coordinators list out (KIP-699)
 #   v5  same layout (TRANSACTION_ABORTABLE may be returned, KIP-890)
 #   v6  same layout (key_type 2 = share group, KIP-932)
+KEY_TYPE_GROUP = 0
+KEY_TYPE_TRANSACTION = 1
 FIND_COORDINATOR = api(
     10, "FindCoordinator", versions=(0, 6), flexible=3,
     request=schema("FindCoordinatorRequest", [

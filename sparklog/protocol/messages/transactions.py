@@ -1,5 +1,6 @@
 """Idempotent and transactional producers: InitProducerId (22), AddPartitionsToTxn (24),
-AddOffsetsToTxn (25), EndTxn (26), WriteTxnMarkers (27), TxnOffsetCommit (28).
+AddOffsetsToTxn (25), EndTxn (26), WriteTxnMarkers (27), TxnOffsetCommit (28), and the
+admin side: DescribeTransactions (65), ListTransactions (66).
 """
 
 from sparklog.protocol.schema import api, f, schema
@@ -11,19 +12,25 @@ from sparklog.protocol.schema import api, f, schema
 #   v3  producer_id/producer_epoch of the caller, to bump its epoch after errors (KIP-360)
 #   v4  same layout (PRODUCER_FENCED may be returned, KIP-588)
 #   v5  same layout (TRANSACTION_ABORTABLE may be returned, KIP-890)
+#   v6  enable_2pc and keep_prepared_txn; the response names the transaction kept open
+#       (KIP-939 two-phase commit)
 INIT_PRODUCER_ID = api(
-    22, "InitProducerId", versions=(0, 5), flexible=2,
+    22, "InitProducerId", versions=(0, 6), flexible=2,
     request=schema("InitProducerIdRequest", [
         f("transactional_id", "string", nullable="0+"),
         f("transaction_timeout_ms", "int32"),
         f("producer_id", "int64", "3+", default=-1),
         f("producer_epoch", "int16", "3+", default=-1),
+        f("enable_2pc", "bool", "6+", default=False),
+        f("keep_prepared_txn", "bool", "6+", default=False),
     ]),
     response=schema("InitProducerIdResponse", [
         f("throttle_time_ms", "int32"),
         f("error_code", "int16"),
         f("producer_id", "int64", default=-1),
         f("producer_epoch", "int16"),
+        f("ongoing_txn_producer_id", "int64", "6+", default=-1),
+        f("ongoing_txn_producer_epoch", "int16", "6+", default=-1),
     ]),
 )
 InitProducerIdRequest = INIT_PRODUCER_ID.request
@@ -207,3 +214,58 @@ WRITE_TXN_MARKERS = api(
 )
 WriteTxnMarkersRequest = WRITE_TXN_MARKERS.request
 WriteTxnMarkersResponse = WRITE_TXN_MARKERS.response
+
+
+# DescribeTransactions (KIP-664)
+#   v0  flexible
+DESCRIBE_TRANSACTIONS = api(
+    65, "DescribeTransactions", versions=(0, 0), flexible=0,
+    request=schema("DescribeTransactionsRequest", [
+        f("transactional_ids", "[]string"),
+    ]),
+    response=schema("DescribeTransactionsResponse", [
+        f("throttle_time_ms", "int32"),
+        f("transaction_states", "[]TransactionState", fields=[
+            f("error_code", "int16"),
+            f("transactional_id", "string"),
+            f("transaction_state", "string"),
+            f("transaction_timeout_ms", "int32"),
+            f("transaction_start_time_ms", "int64"),
+            f("producer_id", "int64"),
+            f("producer_epoch", "int16"),
+            f("topics", "[]TopicData", fields=[
+                f("topic", "string"),
+                f("partitions", "[]int32"),
+            ]),
+        ]),
+    ]),
+)
+DescribeTransactionsRequest = DESCRIBE_TRANSACTIONS.request
+DescribeTransactionsResponse = DESCRIBE_TRANSACTIONS.response
+
+
+# ListTransactions (KIP-664)
+#   v0  flexible; filters by state and producer id
+#   v1  duration_filter: only transactions running longer than this (KIP-994)
+#   v2  transactional_id_pattern: only ids the regular expression matches (KIP-1152)
+LIST_TRANSACTIONS = api(
+    66, "ListTransactions", versions=(0, 2), flexible=0,
+    request=schema("ListTransactionsRequest", [
+        f("state_filters", "[]string"),
+        f("producer_id_filters", "[]int64"),
+        f("duration_filter", "int64", "1+", default=-1),
+        f("transactional_id_pattern", "string", "2+", nullable="2+", default=None),
+    ]),
+    response=schema("ListTransactionsResponse", [
+        f("throttle_time_ms", "int32"),
+        f("error_code", "int16"),
+        f("unknown_state_filters", "[]string"),
+        f("transaction_states", "[]TransactionState", fields=[
+            f("transactional_id", "string"),
+            f("producer_id", "int64"),
+            f("transaction_state", "string"),
+        ]),
+    ]),
+)
+ListTransactionsRequest = LIST_TRANSACTIONS.request
+ListTransactionsResponse = LIST_TRANSACTIONS.response

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import heapq
-import itertools
-from collections.abc import Callable
 
 import pytest
 
@@ -16,50 +13,9 @@ from sparklog.broker.group.model import GroupState, JoinResult
 from sparklog.broker.group.records import OffsetAndMetadata, partition_for_group
 from sparklog.broker.group.store import GroupStore, MemoryRecordLog
 from sparklog.protocol.errors import ErrorCode
+from tests.helpers.clock import FakeClock, settle
 
 E = ErrorCode
-
-
-class FakeTimer:
-    def __init__(self) -> None:
-        self.cancelled = False
-
-    def cancel(self) -> None:
-        self.cancelled = True
-
-
-class FakeClock:
-    """Timers fire only when the test advances time."""
-
-    def __init__(self, start_ms: int = 1_700_000_000_000) -> None:
-        self.now = start_ms
-        self._heap: list[tuple[int, int, FakeTimer, Callable[[], None]]] = []
-        self._seq = itertools.count()
-
-    def now_ms(self) -> int:
-        return self.now
-
-    def call_later(self, delay_ms: int, callback: Callable[[], None]) -> FakeTimer:
-        t = FakeTimer()
-        heapq.heappush(self._heap, (self.now + max(delay_ms, 0), next(self._seq), t, callback))
-        return t
-
-    async def advance(self, ms: int) -> None:
-        await settle()  # let started requests register their timers first
-        target = self.now + ms
-        while self._heap and self._heap[0][0] <= target:
-            when, _, t, cb = heapq.heappop(self._heap)
-            self.now = max(self.now, when)
-            if not t.cancelled:
-                cb()
-            await settle()
-        self.now = target
-        await settle()
-
-
-async def settle() -> None:
-    for _ in range(5):
-        await asyncio.sleep(0)
 
 
 CONSUMER = "consumer"
@@ -603,10 +559,11 @@ class BrokenDiskLog(MemoryRecordLog):
 
     broken = False
 
-    def append(self, partition: int, records: list, timestamp_ms: int) -> None:
+    def append(self, partition: int, records: list, timestamp_ms: int,
+               producer: tuple[int, int] | None = None) -> None:
         if self.broken:
             raise OSError(28, "No space left on device")
-        super().append(partition, records, timestamp_ms)
+        super().append(partition, records, timestamp_ms, producer)
 
 
 def test_storage_failures_become_error_codes() -> None:
@@ -748,3 +705,23 @@ def test_shutdown_answers_blocked_joins() -> None:
         assert gc.groups == {} and gc.registry.loaded == set()
 
     run(main())
+
+
+def test_txn_offsets_are_visible_only_after_the_commit_marker() -> None:
+    gc, _clock = make()
+    tp = ("t", 0)
+    assert gc.txn_commit_offsets("txg", 77, 0, -1, "", None,
+                                 {tp: OffsetAndMetadata(9)}) == {tp: E.NONE}
+    assert gc.fetch_offsets("txg", [tp]) == (E.NONE, {tp: None})
+    part = partition_for_group("txg", 5)
+    gc.complete_txn(part, 78, True)  # another producer's marker changes nothing
+    assert gc.fetch_offsets("txg", [tp]) == (E.NONE, {tp: None})
+    gc.complete_txn(part, 77, True)
+    assert gc.fetch_offsets("txg", [tp])[1][tp].offset == 9
+    assert gc.txn_commit_offsets("txg", 77, 0, -1, "", None,
+                                 {tp: OffsetAndMetadata(10)}) == {tp: E.NONE}
+    gc.complete_txn(part, 77, False)
+    assert gc.fetch_offsets("txg", [tp])[1][tp].offset == 9
+    # a member-qualified commit is checked like OffsetCommit
+    assert gc.txn_commit_offsets("txg", 77, 0, 3, "nobody", None,
+                                 {tp: OffsetAndMetadata(11)}) == {tp: E.UNKNOWN_MEMBER_ID}

@@ -119,7 +119,7 @@ def test_store_replay_last_value_wins_and_tombstones() -> None:
     # Records of a group all land in the group's partition.
     parts = store.log.partitions  # type: ignore[attr-defined]
     for p, records in parts.items():
-        assert {partition_for_group(decode_key(k).group, 3) for k, _ in records} == {p}
+        assert {partition_for_group(decode_key(r.key).group, 3) for r in records} == {p}
 
 
 def test_replay_skips_garbage_records() -> None:
@@ -156,7 +156,7 @@ def test_the_brokers_record_log_appends_to_the_offsets_partitions_and_replays(
                                              internal=True)
             ensured.append(1)
 
-        log = ReplicatedRecordLog(rm, ensure_topic)
+        log = ReplicatedRecordLog(rm, CONSUMER_OFFSETS, ensure_topic)
         assert list(log.scan(0)) == []  # the topic does not exist yet: nothing to replay
         store = write_some(log)
         assert len(ensured) == 4  # once per append
@@ -169,3 +169,21 @@ def test_the_brokers_record_log_appends_to_the_offsets_partitions_and_replays(
             ("t", 0): OffsetAndMetadata(3, metadata="x", commit_timestamp=0)}
     finally:
         manager.shutdown()
+
+
+def test_transactional_offsets_count_from_their_commit_marker() -> None:
+    """TxnOffsetCommit records are replayed as Kafka does: held per producer until its
+    COMMIT marker, dropped at its ABORT marker, pending while neither came."""
+    log = MemoryRecordLog()
+    store = GroupStore(log, 1)
+    store.store_offsets("g", {("t", 0): OffsetAndMetadata(1)}, 0)
+    store.store_offsets("g", {("t", 0): OffsetAndMetadata(5)}, 0, producer=(9, 0))
+    store.store_offsets("g", {("t", 1): OffsetAndMetadata(6)}, 0, producer=(8, 0))
+    loaded = store.load_partition(0)["g"]
+    assert loaded.offsets == {("t", 0): OffsetAndMetadata(1)}
+    assert loaded.pending == {9: {("t", 0): OffsetAndMetadata(5)},
+                              8: {("t", 1): OffsetAndMetadata(6)}}
+    log.add_marker(0, 9, commit=True)
+    log.add_marker(0, 8, commit=False)
+    loaded = store.load_partition(0)["g"]
+    assert (loaded.offsets, loaded.pending) == ({("t", 0): OffsetAndMetadata(5)}, {})

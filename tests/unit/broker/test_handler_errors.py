@@ -190,7 +190,7 @@ def test_admin_requests_report_per_resource_errors(tmp_path: Path) -> None:
                          req(ApiKey.DESCRIBE_CLUSTER, endpoint_type=2))
         assert dcl.error_code == E.UNSUPPORTED_ENDPOINT_TYPE
         ip = await call(b, ApiKey.INIT_PRODUCER_ID, 4, req(
-            ApiKey.INIT_PRODUCER_ID, transactional_id="tx", transaction_timeout_ms=1000))
-        assert (ip.error_code, ip.producer_id) == (E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1)
+            ApiKey.INIT_PRODUCER_ID, transactional_id="tx", transaction_timeout_ms=900001))
+        assert (ip.error_code, ip.producer_id) == (E.INVALID_TRANSACTION_TIMEOUT, -1)
 
     with_broker(tmp_path, body)

@@ -16,7 +16,8 @@ from sparklog.cli.client_common import DEFAULT_BOOTSTRAP, client_config
 from sparklog.cli.main import build_parser, main
 from tests.helpers.batches import make_batch
 
-COMMANDS = ["cluster", "configs", "consume", "dump-log", "groups", "offsets", "perf", "produce", "server", "topics"]
+COMMANDS = ["cluster", "configs", "consume", "dump-log", "groups", "offsets", "perf", "produce",
+            "server", "topics", "transactions"]
 
 # the shortest valid command line of every client subcommand (they all take add_common's flags)
 CLIENT_COMMANDS = [
@@ -36,6 +37,8 @@ CLIENT_COMMANDS = [
     ["perf", "consume", "--topic", "t", "--messages", "1"],
     ["configs", "--entity-type", "topics", "--entity-name", "t", "--describe"],
     ["cluster", "describe"],
+    ["transactions", "list"],
+    ["transactions", "describe", "--transactional-id", "x"],
 ]
 
 # (command line, what argparse's one-line error says about it): exit code 2

@@ -1,0 +1,400 @@
+"""The transaction coordinator: which transactional ids this broker serves, and the
+requests it answers (Kafka's ``TransactionCoordinator``, KIP-98 with KIP-360/588/890).
+
+A transactional id belongs to one ``__transaction_state`` partition
+(``records.partition_for_txn``) and is served by the coordinator that loaded it.
+``load_partition(p)`` replays p's records; a transaction found PrepareCommit/PrepareAbort
+(the decision was logged, its markers maybe not all written) is completed at once.
+``unload_partition(p)`` gives its ids up. A single broker loads every partition at start.
+
+Every transition is written to the store before the coordinator keeps it and before it
+answers (``_persist``); EndTxn's decision (Prepare*) is durable before any marker is
+written, so after a crash the outcome is the logged one on every partition. Markers are
+written synchronously (every partition is local on a single node): the answer to EndTxn
+comes once the transaction is CompleteCommit/CompleteAbort, unless a marker could not be
+written, in which case the transaction stays prepared and the abort timer retries it.
+
+Two-phase commit (KIP-939): a producer that asks for ``enable_2pc`` (the broker allows it
+with ``transaction.two.phase.commit.enable``) gets transactions that no timeout aborts
+(stored with Kafka's Integer.MAX_VALUE timeout); a new instance asking
+``keep_prepared_txn`` takes an open transaction over under a bumped epoch instead of
+aborting it, learns the (producer id, epoch) it was written under, and ends it with EndTxn
+commit or abort, whichever its own record of the prepared transaction says.
+
+Fencing: InitProducerId bumps the epoch (a new producer id once the epoch is exhausted); a
+request carrying an older epoch gets PRODUCER_FENCED (the handlers turn that into
+INVALID_PRODUCER_EPOCH for versions before KIP-588). An InitProducerId meeting an
+Ongoing transaction aborts it under the bumped epoch and answers CONCURRENT_TRANSACTIONS,
+so the client retries and gets a clean epoch; a transaction open longer than its timeout
+is aborted the same way by the timer. Everything runs on the broker's event loop: no locks.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from sparklog.broker.group.model import Clock, TimerHandle
+from sparklog.broker.group.store import load_each_partition
+from sparklog.broker.txn.config import TxnConfig
+from sparklog.broker.txn.markers import MarkerWriter
+from sparklog.broker.txn.model import MAX_EPOCH, TxnMetadata
+from sparklog.broker.txn.records import TopicPartition, TxnState
+from sparklog.broker.txn.store import TxnStore
+from sparklog.protocol.batch_header import BATCH_HEADER_SIZE, read_header
+from sparklog.protocol.errors import ErrorCode
+from sparklog.protocol.internal_topics import CONSUMER_OFFSETS, TRANSACTION_STATE
+
+log = logging.getLogger(__name__)
+
+__all__ = ["InitResult", "NO_TIMEOUT_MS", "TransactionCoordinator", "TxnListing"]
+
+# a two-phase-commit transaction's timeout (KIP-939, as Kafka stores it): never aborted by time
+NO_TIMEOUT_MS = 0x7FFFFFFF
+
+E = ErrorCode
+
+
+@dataclass(frozen=True)
+class InitResult:
+    """InitProducerId's answer; ``ongoing_*`` name a transaction kept open (KIP-939)."""
+
+    error: ErrorCode
+    producer_id: int = -1
+    producer_epoch: int = -1
+    ongoing_producer_id: int = -1
+    ongoing_producer_epoch: int = -1
+
+
+@dataclass(frozen=True)
+class TxnListing:
+    """ListTransactions' answer."""
+
+    unknown_states: list[str]
+    transactions: list[TxnMetadata]
+
+
+class TransactionCoordinator:
+    """The transactional ids of the state partitions this broker has loaded.
+
+    ``new_producer_id()`` hands out producer ids (the broker's durable blocks);
+    ``offsets_partition(group_id)`` names the ``__consumer_offsets`` partition of a group
+    (AddOffsetsToTxn adds it to the transaction)."""
+
+    def __init__(self, config: TxnConfig, store: TxnStore, markers: MarkerWriter,
+                 new_producer_id: Callable[[], int],
+                 offsets_partition: Callable[[str], int], clock: Clock) -> None:
+        self.config = config
+        self.store = store
+        self.markers = markers
+        self._new_producer_id = new_producer_id
+        self._offsets_partition = offsets_partition
+        self.clock = clock
+        self.txns: dict[str, TxnMetadata] = {}
+        self.loaded: dict[int, int] = {}  # state partition -> coordinator epoch
+        self._timers: dict[str, TimerHandle] = {}  # task name -> its next run
+        self.closed = False
+
+    # ------------------------------------------------------------------ partitions
+
+    def load_partition(self, partition: int, coordinator_epoch: int = 0) -> int:
+        """Take over the ids of one state partition; complete what it left prepared."""
+        if partition in self.loaded:
+            return 0
+        found = self.store.load_partition(partition)
+        self.loaded[partition] = coordinator_epoch
+        self.txns.update(found)
+        for m in found.values():
+            if m.is_prepared:
+                self._complete(m)
+        log.debug("loaded %d transactional ids of %s-%d", len(found), TRANSACTION_STATE,
+                  partition)
+        return len(found)
+
+    def unload_partition(self, partition: int) -> int:
+        self.loaded.pop(partition, None)
+        gone = [t for t in self.txns if self.store.partition_for(t) == partition]
+        for t in gone:
+            del self.txns[t]
+        return len(gone)
+
+    def load_all_partitions(self) -> None:
+        """A single broker coordinates every transactional id."""
+        load_each_partition(self.load_partition, range(self.store.num_partitions),
+                            TRANSACTION_STATE, "transactional ids")
+
+    def start(self) -> None:
+        """Start the abort-timeout and id-expiry timers (needs the running loop)."""
+        cfg = self.config
+        self._every(cfg.transaction_abort_timed_out_transaction_cleanup_interval_ms,
+                    self.abort_timed_out)
+        self._every(cfg.transaction_remove_expired_transaction_cleanup_interval_ms,
+                    self.expire_ids)
+
+    def _every(self, interval_ms: int, task: Callable[[], object]) -> None:
+        name = task.__name__
+
+        def run() -> None:
+            if self.closed:
+                return
+            try:
+                task()
+            except Exception:  # noqa: BLE001 - the next round tries again
+                log.exception("transaction coordinator task %s failed", name)
+            self._timers[name] = self.clock.call_later(interval_ms, run)
+
+        self._timers[name] = self.clock.call_later(interval_ms, run)
+
+    def shutdown(self) -> None:
+        self.closed = True
+        for t in self._timers.values():
+            t.cancel()
+        self._timers.clear()
+        for p in list(self.loaded):
+            self.unload_partition(p)
+
+    def serves(self, transactional_id: str) -> bool:
+        return self.store.partition_for(transactional_id) in self.loaded
+
+    # ------------------------------------------------------------------ requests
+
+    def init_producer_id(self, transactional_id: str, timeout_ms: int, producer_id: int = -1,
+                         producer_epoch: int = -1, *, enable_2pc: bool = False,
+                         keep_prepared: bool = False) -> InitResult:
+        """A transactional producer's InitProducerId; ``producer_id``/``producer_epoch``
+        >= 0 ask to bump that epoch (KIP-360). ``enable_2pc`` (KIP-939) makes the
+        transactions of this id unbounded by time (allowed by
+        ``transaction.two.phase.commit.enable``); ``keep_prepared`` keeps an open
+        transaction for the new producer instance to complete, and names it."""
+        if not transactional_id or (keep_prepared and not enable_2pc):
+            return InitResult(E.INVALID_REQUEST)
+        if enable_2pc and not self.config.transaction_two_phase_commit_enable:
+            return InitResult(E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        if not self.serves(transactional_id):
+            return InitResult(E.NOT_COORDINATOR)
+        if enable_2pc:
+            timeout_ms = NO_TIMEOUT_MS
+        elif not 0 < timeout_ms <= self.config.transaction_max_timeout_ms:
+            return InitResult(E.INVALID_TRANSACTION_TIMEOUT)
+        now = self.clock.now_ms()
+        m = self.txns.get(transactional_id)
+        if m is None:
+            m = TxnMetadata(transactional_id, self._new_producer_id(), -1, timeout_ms,
+                            TxnState.EMPTY, last_update_ms=now)
+        if producer_id >= 0:
+            if producer_id != m.producer_id or producer_epoch not in (m.producer_epoch,
+                                                                     m.last_producer_epoch):
+                return InitResult(E.PRODUCER_FENCED)
+            if producer_epoch == m.last_producer_epoch and m.state == TxnState.EMPTY:
+                return InitResult(E.NONE, m.producer_id, m.producer_epoch)  # a retried bump
+        if m.is_prepared:
+            return InitResult(E.CONCURRENT_TRANSACTIONS)
+        if m.state == TxnState.ONGOING and keep_prepared:
+            # KIP-939: the new instance takes the prepared transaction over (the old one is
+            # fenced by the bump) and ends it with EndTxn
+            nxt = m.moved(now, producer_epoch=m.producer_epoch + 1,
+                          last_producer_epoch=m.producer_epoch, timeout_ms=timeout_ms)
+            err = self._persist(nxt)
+            if err is not E.NONE:
+                return InitResult(err)
+            return InitResult(E.NONE, nxt.producer_id, nxt.producer_epoch, m.producer_id,
+                              m.producer_epoch)
+        if m.state == TxnState.ONGOING:
+            # a new producer instance: abort the old one's transaction under a fenced epoch
+            self._abort_fenced(m)
+            return InitResult(E.CONCURRENT_TRANSACTIONS)
+        if m.producer_epoch + 1 >= MAX_EPOCH - 1:
+            nxt = m.moved(now, producer_id=self._new_producer_id(), producer_epoch=0,
+                          last_producer_epoch=-1)
+        else:
+            nxt = m.moved(now, producer_epoch=m.producer_epoch + 1,
+                          last_producer_epoch=m.producer_epoch)
+        nxt = nxt.moved(now, timeout_ms=timeout_ms, state=TxnState.EMPTY,
+                        partitions=frozenset(), start_ms=-1)
+        err = self._persist(nxt)
+        if err is not E.NONE:
+            return InitResult(err)
+        return InitResult(E.NONE, nxt.producer_id, nxt.producer_epoch)
+
+    def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                       partitions: Iterable[TopicPartition]) -> ErrorCode:
+        """AddPartitionsToTxn / AddOffsetsToTxn: the partitions join the transaction."""
+        m, err = self._checked(transactional_id, producer_id, producer_epoch)
+        if m is None:
+            return err
+        if m.is_prepared:
+            return E.CONCURRENT_TRANSACTIONS
+        wanted = m.partitions | frozenset(partitions)
+        if m.state == TxnState.ONGOING and wanted == m.partitions:
+            return E.NONE
+        now = self.clock.now_ms()
+        start = m.start_ms if m.state == TxnState.ONGOING else now
+        return self._persist(m.moved(now, state=TxnState.ONGOING, partitions=wanted,
+                                     start_ms=start))
+
+    def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                    group_id: str) -> ErrorCode:
+        return self.add_partitions(transactional_id, producer_id, producer_epoch,
+                                   [(CONSUMER_OFFSETS, self._offsets_partition(group_id))])
+
+    def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                          partitions: Iterable[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+        """KIP-890's check (AddPartitionsToTxn v4 verify_only, and transactional produce):
+        each partition must be in the producer's ongoing transaction."""
+        parts = list(partitions)
+        m, err = self._checked(transactional_id, producer_id, producer_epoch)
+        if m is None:
+            return dict.fromkeys(parts, err)
+        ok = m.state == TxnState.ONGOING
+        return {tp: E.NONE if ok and tp in m.partitions else E.INVALID_TXN_STATE
+                for tp in parts}
+
+    def verify_produce(self, transactional_id: str, tp: TopicPartition,
+                       records: bytes | bytearray | memoryview) -> ErrorCode:
+        """The KIP-890 check of a transactional batch produced to ``tp``: its producer
+        must be the id's current one, ``tp`` in its ongoing transaction. Ids another
+        broker coordinates are not checked here."""
+        if len(records) < BATCH_HEADER_SIZE or not self.serves(transactional_id):
+            return E.NONE
+        h = read_header(records)
+        err = self.verify_partitions(transactional_id, h.producer_id, h.producer_epoch, [tp])[tp]
+        return E.INVALID_PRODUCER_EPOCH if err == E.PRODUCER_FENCED else err
+
+    def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                commit: bool) -> ErrorCode:
+        m, err = self._checked(transactional_id, producer_id, producer_epoch)
+        if m is None:
+            return err
+        done, prepare = ((TxnState.COMPLETE_COMMIT, TxnState.PREPARE_COMMIT) if commit
+                         else (TxnState.COMPLETE_ABORT, TxnState.PREPARE_ABORT))
+        if m.state == done:
+            return E.NONE  # a retry of a completed EndTxn
+        if m.state == prepare:
+            return E.CONCURRENT_TRANSACTIONS
+        if m.state != TxnState.ONGOING:
+            return E.INVALID_TXN_STATE
+        nxt = m.moved(self.clock.now_ms(), state=prepare)
+        err = self._persist(nxt)
+        if err is not E.NONE:
+            return err
+        self._complete(nxt)
+        return E.NONE
+
+    # ------------------------------------------------------------------ admin
+
+    def describe(self, transactional_id: str) -> tuple[ErrorCode, TxnMetadata | None]:
+        if not self.serves(transactional_id):
+            return E.NOT_COORDINATOR, None
+        m = self.txns.get(transactional_id)
+        if m is None:
+            return E.TRANSACTIONAL_ID_NOT_FOUND, None
+        return E.NONE, m
+
+    def list_transactions(self, states: Iterable[str] = (), producer_ids: Iterable[int] = (),
+                          min_duration_ms: int = -1, id_pattern: str | None = None
+                          ) -> TxnListing:
+        """ListTransactions: every filter given must match (states by Kafka's names,
+        running at least ``min_duration_ms`` when >= 0, the whole id matched by the regular
+        expression ``id_pattern``; an invalid one raises ``re.error``)."""
+        pattern = re.compile(id_pattern) if id_pattern else None
+        wanted: set[TxnState] = set()
+        unknown: list[str] = []
+        for name in states:
+            s = TxnState.by_kafka_name(name)
+            if s is None:
+                unknown.append(name)
+            else:
+                wanted.add(s)
+        pids = set(producer_ids)
+        now = self.clock.now_ms()
+        out = [m for m in self.txns.values()
+               if (not states or m.state in wanted)
+               and (not pids or m.producer_id in pids)
+               and (pattern is None or pattern.fullmatch(m.transactional_id) is not None)
+               and (min_duration_ms < 0
+                    or (m.start_ms >= 0 and now - m.start_ms >= min_duration_ms))]
+        return TxnListing(unknown, sorted(out, key=lambda m: m.transactional_id))
+
+    # ------------------------------------------------------------------ timers
+
+    def abort_timed_out(self) -> int:
+        """Abort transactions open longer than their timeout (epoch bumped, as Kafka does,
+        so the late producer is fenced); retry the completion of prepared ones."""
+        now = self.clock.now_ms()
+        n = 0
+        for m in list(self.txns.values()):
+            if (m.state == TxnState.ONGOING and m.timeout_ms != NO_TIMEOUT_MS
+                    and now - m.start_ms > m.timeout_ms):
+                log.info("aborting transaction of %r (producer %d, epoch %d): open %d ms, "
+                         "timeout %d ms", m.transactional_id, m.producer_id, m.producer_epoch,
+                         now - m.start_ms, m.timeout_ms)
+                self._abort_fenced(m)
+                n += 1
+            elif m.is_prepared:
+                self._complete(m)
+        return n
+
+    def expire_ids(self) -> int:
+        """Forget ids idle past ``transactional.id.expiration.ms`` (tombstoned first)."""
+        now = self.clock.now_ms()
+        n = 0
+        for m in list(self.txns.values()):
+            if m.is_complete and now - m.last_update_ms > self.config.transactional_id_expiration_ms:
+                try:
+                    self.store.remove(m.transactional_id, now)
+                except Exception:  # noqa: BLE001 - retried next round
+                    log.exception("expiring transactional id %r failed", m.transactional_id)
+                    continue
+                del self.txns[m.transactional_id]
+                n += 1
+        return n
+
+    # ------------------------------------------------------------------ internals
+
+    def _checked(self, transactional_id: str, producer_id: int, producer_epoch: int
+                 ) -> tuple[TxnMetadata | None, ErrorCode]:
+        """The id's metadata if the request's producer may act on it, else the error."""
+        if not transactional_id:
+            return None, E.INVALID_REQUEST
+        if not self.serves(transactional_id):
+            return None, E.NOT_COORDINATOR
+        m = self.txns.get(transactional_id)
+        if m is None or m.producer_id != producer_id:
+            return None, E.INVALID_PRODUCER_ID_MAPPING
+        if m.producer_epoch != producer_epoch:
+            return None, E.PRODUCER_FENCED
+        return m, E.NONE
+
+    def _persist(self, m: TxnMetadata) -> ErrorCode:
+        try:
+            self.store.write(m)
+        except Exception:  # noqa: BLE001 - answered as Kafka does when the log fails
+            log.exception("writing the state of %r failed", m.transactional_id)
+            return E.COORDINATOR_NOT_AVAILABLE
+        self.txns[m.transactional_id] = m
+        return E.NONE
+
+    def _abort_fenced(self, m: TxnMetadata) -> None:
+        """Abort ``m``'s transaction under a bumped epoch (the old producer is fenced)."""
+        epoch = m.producer_epoch + 1 if m.producer_epoch + 1 < MAX_EPOCH else m.producer_epoch
+        nxt = m.moved(self.clock.now_ms(), producer_epoch=epoch,
+                      last_producer_epoch=m.producer_epoch, state=TxnState.PREPARE_ABORT)
+        if self._persist(nxt) is E.NONE:
+            self._complete(nxt)
+
+    def _complete(self, m: TxnMetadata) -> None:
+        """Write the markers of a prepared transaction, then log it complete. A marker not
+        written leaves it prepared (the timer retries)."""
+        commit = m.state == TxnState.PREPARE_COMMIT
+        epoch = self.loaded.get(self.store.partition_for(m.transactional_id), 0)
+        results = self.markers.write(m.producer_id, m.producer_epoch, commit, epoch,
+                                     sorted(m.partitions))
+        left = frozenset(tp for tp, err in results.items() if err is not E.NONE)
+        if left:
+            self._persist(m.moved(self.clock.now_ms(), partitions=left))
+            return
+        self._persist(m.moved(self.clock.now_ms(),
+                              state=TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT,
+                              partitions=frozenset(), start_ms=-1))

@@ -1,0 +1,78 @@
+"""Transaction markers: the COMMIT or ABORT control batch that ends a producer's
+transaction in each partition it wrote (what WriteTxnMarkers does in Kafka).
+
+``LocalMarkerWriter`` appends them to the partitions this broker leads, through the replica
+manager as a coordinator append (no client rules; the producer epoch is still checked, so
+a marker older than the producer's epoch is refused). A marker that lands in a
+``__consumer_offsets`` partition also settles the group coordinator's offsets pending in
+that transaction. Both the transaction coordinator (single node: every partition is
+local) and the WriteTxnMarkers handler (a remote coordinator's request) use it.
+
+Outcome per partition: NONE when the marker is in the log, when the partition no longer
+exists (a deleted topic needs no marker, as in Kafka) or when the partition has seen a newer
+epoch of the producer; any other error means "not written, retry".
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Protocol
+
+from sparklog.broker.txn.records import TopicPartition
+from sparklog.protocol.control_records import encode_control_batch
+from sparklog.protocol.errors import ErrorCode, KafkaError
+from sparklog.protocol.internal_topics import CONSUMER_OFFSETS
+
+if TYPE_CHECKING:
+    from sparklog.broker.replica_manager import ReplicaManager
+
+log = logging.getLogger(__name__)
+
+__all__ = ["MarkerWriter", "LocalMarkerWriter"]
+
+# errors after which no marker is needed: the partition is gone, or the producer already
+# has a newer epoch there (a later marker superseded this one)
+_SETTLED = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID_PRODUCER_EPOCH})
+
+
+class MarkerWriter(Protocol):
+    def write(self, producer_id: int, producer_epoch: int, commit: bool,
+              coordinator_epoch: int, partitions: Iterable[TopicPartition]
+              ) -> dict[TopicPartition, ErrorCode]: ...
+
+
+class LocalMarkerWriter:
+    """Markers into this broker's partition logs; ``on_offsets_marker(partition,
+    producer_id, commit)`` runs for each ``__consumer_offsets`` partition marked."""
+
+    def __init__(self, replicas: ReplicaManager,
+                 on_offsets_marker: Callable[[int, int, bool], None]) -> None:
+        self._replicas = replicas
+        self._on_offsets_marker = on_offsets_marker
+
+    def write(self, producer_id: int, producer_epoch: int, commit: bool,
+              coordinator_epoch: int, partitions: Iterable[TopicPartition]
+              ) -> dict[TopicPartition, ErrorCode]:
+        batch = encode_control_batch(commit, producer_id=producer_id,
+                                     producer_epoch=producer_epoch,
+                                     coordinator_epoch=coordinator_epoch,
+                                     timestamp=int(time.time() * 1000))
+        out: dict[TopicPartition, ErrorCode] = {}
+        for topic, partition in partitions:
+            try:
+                self._replicas.append_internal(topic, partition, batch)
+            except KafkaError as exc:
+                code = exc.error_code
+                if code in _SETTLED:
+                    out[(topic, partition)] = ErrorCode.NONE
+                    continue
+                log.warning("%s marker of producer %d for %s-%d not written: %s",
+                            "COMMIT" if commit else "ABORT", producer_id, topic, partition, exc)
+                out[(topic, partition)] = code
+                continue
+            out[(topic, partition)] = ErrorCode.NONE
+            if topic == CONSUMER_OFFSETS:
+                self._on_offsets_marker(partition, producer_id, commit)
+        return out

@@ -1,0 +1,43 @@
+"""A transactional copier, run as its own process so a test can SIGKILL it mid-work:
+read ``src`` (read_committed, group ``group``), write each record to the same partition of
+``dst`` and commit the consumed offsets in the same transaction (confluent-kafka), until
+killed. Prints ``committed <n>`` after each transaction (flushed), so the test can wait
+for progress.
+
+    python -m tests.helpers.txn_copier BOOTSTRAP SRC DST GROUP TRANSACTIONAL_ID
+"""
+
+from __future__ import annotations
+
+import sys
+
+from confluent_kafka import Consumer, Producer
+
+BATCH = 50
+
+
+def main(bootstrap: str, src: str, dst: str, group: str, txn_id: str) -> None:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                  "isolation.level": "read_committed", "session.timeout.ms": 6000})
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 5,
+                  "transaction.timeout.ms": 10000})
+    p.init_transactions(30)
+    c.subscribe([src])
+    total = 0
+    while True:
+        msgs = [m for m in c.consume(BATCH, 0.5) if not m.error()]
+        if not msgs:
+            continue
+        p.begin_transaction()
+        for m in msgs:
+            p.produce(dst, key=m.key(), value=m.value(), partition=m.partition())
+        p.send_offsets_to_transaction(c.position(c.assignment()),
+                                      c.consumer_group_metadata(), 30)
+        p.commit_transaction(30)
+        total += len(msgs)
+        print(f"committed {total}", flush=True)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:6])

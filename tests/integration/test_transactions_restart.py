@@ -1,0 +1,173 @@
+"""Transactions across broker crashes (SIGKILL of the server process): what was committed
+stays committed in full, what was open at the crash ends aborted in full (by the
+transaction timeout once the coordinator is back), on every partition; read_committed
+readers see exactly the committed records, none lost, none duplicated, in order; offsets
+committed in transactions come back as the last committed one; and the same transactional
+id keeps working afterwards."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka import TopicPartition
+
+from tests.helpers.cli import ok, run
+from tests.helpers.kafka_clients import (
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    committed_offsets,
+    create_topic,
+    kcat_consume,
+)
+from tests.helpers.polling import wait_for
+from tests.helpers.servers import ServerProcess
+
+PARTS = 3
+TIMEOUT_MS = 3000
+SERVER_SETTINGS = ["--set", "transaction.abort.timed.out.transaction.cleanup.interval.ms=200"]
+
+
+def producer(bs: str, txn_id: str) -> Any:
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bs, "transactional.id": txn_id, "linger.ms": 5,
+                  "transaction.timeout.ms": TIMEOUT_MS, "message.timeout.ms": TIMEOUT_MS})
+    p.init_transactions(30)
+    return p
+
+
+Written = list[tuple[int, bytes]]  # (partition, value) in the order produced
+
+
+def write(p: Any, topic: str, prefix: str, n: int) -> Written:
+    out = [(i % PARTS, f"{prefix}-{i}".encode()) for i in range(n)]
+    for part, v in out:
+        p.produce(topic, value=v, partition=part)
+    p.flush(30)
+    return out
+
+
+def committed_records(bs: str, topic: str) -> Written:
+    return [(m.partition, m.value) for m in sorted(
+        kcat_consume(bs, topic, PARTS, 0, isolation=READ_COMMITTED),
+        key=lambda m: (m.partition, m.offset))]
+
+
+def stable_ends(bs: str, topic: str, isolation: str) -> list[int]:
+    """Per partition, the end a consumer of ``isolation`` sees (LSO or high watermark)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bs, "group.id": "ends", "isolation.level": isolation})
+    try:
+        return [c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                for p in range(PARTS)]
+    finally:
+        c.close()
+
+
+def group_metadata(bs: str, group: str) -> Any:
+    """confluent-kafka's ConsumerGroupMetadata of ``group`` (no join needed)."""
+    from confluent_kafka import Consumer
+
+    c = Consumer({"bootstrap.servers": bs, "group.id": group})
+    try:
+        return c.consumer_group_metadata()
+    finally:
+        c.close()
+
+
+def check_exactly(bs: str, topic: str, want: Written) -> None:
+    """read_committed holds ``want``: none lost, duplicated or extra, in order per
+    partition."""
+    got = committed_records(bs, topic)
+    counts = Counter(got)
+    lost = [r for r in want if r not in counts]
+    dup = [r for r, c in counts.items() if c > 1]
+    extra = [r for r in counts if r not in set(want)]
+    assert (lost, dup, extra) == ([], [], []), (lost[:5], dup[:5], extra[:5])
+    for part in range(PARTS):
+        assert [v for q, v in got if q == part] == [v for q, v in want if q == part]
+
+
+def started(server_factory: Callable[..., ServerProcess], topic: str
+            ) -> tuple[ServerProcess, str]:
+    """A server process (fast abort timer) with ``topic``; and its bootstrap address."""
+    server = server_factory(extra=SERVER_SETTINGS).start()
+    create_topic(server.bootstrap_servers, topic, PARTS)
+    return server, server.bootstrap_servers
+
+
+def test_sigkill_mid_transaction_is_all_or_nothing(
+        server_factory: Callable[..., ServerProcess]) -> None:
+    topic = "txn-crash"
+    server, bs = started(server_factory, topic)
+    p = producer(bs, "crash-id")
+    p.begin_transaction()
+    committed = write(p, topic, "committed", 30)
+    p.commit_transaction(30)
+    p.begin_transaction()
+    open_values = write(p, topic, "open", 30)  # in the log, not committed
+    server.kill()
+    del p  # its broker is gone; a restarted application uses a new instance
+
+    server.start()
+    # the open transaction holds the LSO back: nothing of it is readable committed, until
+    # its timeout aborts it (the coordinator reloaded it from __transaction_state)
+    check_exactly(bs, topic, committed)
+    wait_for(lambda: stable_ends(bs, topic, READ_COMMITTED) == stable_ends(bs, topic,
+                                                                           READ_UNCOMMITTED),
+             30, "the open transaction's abort")
+    check_exactly(bs, topic, committed)
+    # a new producer instance of the same id commits more
+    p2 = producer(bs, "crash-id")
+    p2.begin_transaction()
+    later = write(p2, topic, "later", 9)
+    p2.commit_transaction(30)
+    check_exactly(bs, topic, committed + later)
+    raw = kcat_consume(bs, topic, PARTS, 0, isolation=READ_UNCOMMITTED)
+    assert {(m.partition, m.value) for m in raw} >= set(open_values)  # aborted, still in the log
+    server.stop()
+
+
+def test_committed_transactions_survive_sigkill_and_recovery(
+        server_factory: Callable[..., ServerProcess]) -> None:
+    topic = "txn-durable"
+    server, bs = started(server_factory, topic)
+    p = producer(bs, "durable-id")
+    group = group_metadata(bs, "durable-group")
+    want: Written = []
+    for round_ in range(4):
+        p.begin_transaction()
+        values = write(p, topic, f"r{round_}", 12)
+        # offsets committed in the transaction: round r commits r + 1 on partition 0
+        p.send_offsets_to_transaction([TopicPartition(topic, 0, round_ + 1)], group, 30)
+        if round_ % 2:
+            p.abort_transaction(30)
+        else:
+            p.commit_transaction(30)
+            want += values
+    server.kill()  # no clean shutdown: producer state and .txnindex come from recovery
+    server.start()
+    check_exactly(bs, topic, want)
+    # __consumer_offsets replayed the same way: the last committed round's offset, not the
+    # aborted round's after it
+    assert committed_offsets(bs, "durable-group", topic, [0]) == {0: 3}
+    # what the log holds, as kafka-dump-log.sh shows it: two aborted transactions indexed
+    # per partition, and the markers
+    part = server.data_dir / f"{topic}-0"
+    idx = ok(run("dump-log", str(part / "00000000000000000000.txnindex"))).splitlines()
+    assert idx[-1] == "Aborted transactions: 2" and idx[1].startswith("version: 0 producerId: ")
+    dump = ok(run("dump-log", "--print-data", str(part / "00000000000000000000.log")))
+    markers = [ln.split("endTxnMarker: ")[1] for ln in dump.splitlines() if "endTxnMarker" in ln]
+    assert markers == ["COMMIT", "ABORT", "COMMIT", "ABORT"]
+    assert "isTransactional: true isControl: true" in dump
+    # the restarted log keeps serving transactions: the same id commits once more
+    p2 = producer(bs, "durable-id")
+    p2.begin_transaction()
+    want += write(p2, topic, "after", 6)
+    p2.commit_transaction(30)
+    wait_for(lambda: len(committed_records(bs, topic)) == len(want), 30, "the last commit")
+    check_exactly(bs, topic, want)
+    server.stop()

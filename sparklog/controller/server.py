@@ -121,6 +121,7 @@ class ControllerServer:
                  self.node_id, host, self.server.port, epoch, self.controller.metadata_dir)
 
     async def shutdown(self) -> None:
+        await self._let_brokers_leave()
         for task in self._tasks:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -136,6 +137,21 @@ class ControllerServer:
             self._locks.release()
             self._locks = None
         log.info("sparklog controller %d stopped", self.node_id)
+
+    async def _let_brokers_leave(self) -> None:
+        """Stopping while brokers are live (a Spark application stopping executors and the
+        driver at once): their controlled shutdowns need this controller, so it keeps
+        serving until none is live, for at most one session timeout - after that a broker
+        would have been fenced anyway. Stopped with no live broker, it does not wait."""
+        if self.server is None:
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.controller.session_timeout_s
+        if self.controller.live_brokers:
+            log.info("controller stopping: waiting up to %.0f s for live brokers %s to shut down",
+                     self.controller.session_timeout_s, sorted(self.controller.live_brokers))
+        while self.controller.live_brokers and loop.time() < deadline:
+            await asyncio.sleep(0.1)
 
     async def _check_sessions(self) -> None:
         loop = asyncio.get_running_loop()

@@ -7,7 +7,6 @@ the ISR, with no acknowledged record lost, duplicated or reordered."""
 
 from __future__ import annotations
 
-import threading
 import time
 from pathlib import Path
 
@@ -16,27 +15,13 @@ import pytest
 from tests.cluster.conftest import CLUSTER_CONFIG, SESSION_MS
 from tests.helpers.cluster import ClusterProcesses
 from tests.helpers.polling import wait_for
-from tests.helpers.replication import AckedProducer, damage
+from tests.helpers.replication import ProducerLoad, damage, fully_replicated_without
 
 pytestmark = pytest.mark.timeout(120)
 
 PARTITIONS = 3
 REPLACEMENT_MS = 5000
 VICTIM, NEWCOMER = 2, 4
-
-
-def _partitions(bs: str, topic: str):
-    from confluent_kafka.admin import AdminClient
-
-    return AdminClient({"bootstrap.servers": bs}).list_topics(topic, timeout=10) \
-        .topics[topic].partitions.values()
-
-
-def _fully_replicated_without(bs: str, topic: str, gone: int) -> bool:
-    parts = list(_partitions(bs, topic))
-    return len(parts) == PARTITIONS and all(
-        len(p.replicas) == 3 and gone not in p.replicas and sorted(p.isrs) == sorted(p.replicas)
-        for p in parts)
 
 
 def test_a_lost_broker_is_replaced_and_replication_restored(tmp_path: Path):
@@ -53,40 +38,23 @@ def test_a_lost_broker_is_replaced_and_replication_restored(tmp_path: Path):
         for f in admin.create_topics([NewTopic("rep", PARTITIONS, 3, config={
                 "min.insync.replicas": "2"})]).values():
             f.result(30)
-        producer = AckedProducer(f"{bs},{cluster.brokers[3].bootstrap_servers}", "rep")
-        stop = threading.Event()
-
-        def produce() -> None:
-            batch = 0
-            while not stop.is_set():
-                for p in range(PARTITIONS):
-                    producer.send([f"{p}-{batch}-{i}".encode() for i in range(20)], partition=p)
-                batch += 1
-
-        writer = threading.Thread(target=produce)
-        writer.start()
-        try:
-            wait_for(lambda: sum(map(len, producer.acked.values())) >= 300, timeout=30,
+        with ProducerLoad(f"{bs},{cluster.brokers[3].bootstrap_servers}", "rep", PARTITIONS) as producer:
+            wait_for(lambda: producer.acked_count() >= 300, timeout=30,
                      what="records acknowledged before the kill")
             killed_at = time.monotonic()
             cluster.brokers[VICTIM].kill()
             cluster.brokers[NEWCOMER].start()  # registers as a new, empty broker
-            wait_for(lambda: _fully_replicated_without(bs, "rep", VICTIM),
+            wait_for(lambda: fully_replicated_without(bs, "rep", PARTITIONS, 3, VICTIM),
                      timeout=(SESSION_MS + REPLACEMENT_MS) / 1000 + 40,
                      what="every partition on 3 in-sync replicas without the lost broker")
             restored_after = time.monotonic() - killed_at
-        finally:
-            stop.set()
-            writer.join(60)
-        assert not writer.is_alive()
         assert producer.errors == []
         # not before the lost broker was fenced and its replacement timeout passed
         assert restored_after >= REPLACEMENT_MS / 1000, restored_after
-        assert all(NEWCOMER in p.replicas for p in _partitions(bs, "rep"))
-        total = sum(map(len, producer.acked.values()))
-        dmg, _ = damage(bs, "rep", PARTITIONS, producer, total)
+        parts = admin.list_topics("rep", timeout=10).topics["rep"].partitions.values()
+        assert all(NEWCOMER in p.replicas for p in parts)
+        dmg, _ = damage(bs, "rep", PARTITIONS, producer, producer.acked_count())
         assert dmg.none, dmg
-        log = cluster.controller.log_path.read_text()
-        assert f"replacing lost broker(s) [{VICTIM}]" in log
+        assert f"replacing lost broker(s) [{VICTIM}]" in cluster.controller.log_path.read_text()
     finally:
         cluster.stop()

@@ -13,7 +13,6 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -26,7 +25,7 @@ from tests.helpers.kafka_clients import ck_consume, ck_produce, create_topic, ma
 from tests.helpers.net import free_port
 from tests.helpers.polling import wait_for
 from tests.helpers.procs import Proc, alive, children, session
-from tests.helpers.replication import AckedProducer, damage
+from tests.helpers.replication import ProducerLoad, damage, fully_replicated_without
 from tests.helpers.servers import REPO
 from tests.helpers.spark import make_spark_session
 
@@ -105,16 +104,6 @@ def test_three_executor_brokers_serve_kafka_clients_and_sigterm_leaves_nothing(s
         == [1, 2, 3]
 
 
-def _fully_replicated_without(bootstrap: str, topic: str, partitions: int, gone: int) -> bool:
-    from confluent_kafka.admin import AdminClient as CkAdmin
-
-    parts = list(CkAdmin({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
-                 .topics[topic].partitions.values())
-    return len(parts) == partitions and all(
-        len(p.replicas) == 3 and gone not in p.replicas and sorted(p.isrs) == sorted(p.replicas)
-        for p in parts)
-
-
 def test_a_killed_executor_is_replaced_and_replication_restored(spark_cluster):
     """SIGKILL on an executor JVM while confluent-kafka (acks=all, idempotent) produces to
     an RF 3 topic (min.insync.replicas 2): its broker is fenced, Spark's replacement
@@ -128,20 +117,8 @@ def test_a_killed_executor_is_replaced_and_replication_restored(spark_cluster):
     with AdminClient({"bootstrap.servers": c.bootstrap}) as admin:
         admin.create_topics([NewTopic("kill", num_partitions=partitions, replication_factor=3,
                                       config={"min.insync.replicas": "2"})])
-    producer = AckedProducer(c.bootstrap, "kill")
-    stop = threading.Event()
-
-    def produce() -> None:
-        batch = 0
-        while not stop.is_set():
-            for p in range(partitions):
-                producer.send([f"{p}-{batch}-{i}".encode() for i in range(20)], partition=p)
-            batch += 1
-
-    writer = threading.Thread(target=produce)
-    writer.start()
-    try:
-        wait_for(lambda: sum(map(len, producer.acked.values())) >= 300, timeout=30,
+    with ProducerLoad(c.bootstrap, "kill", partitions) as producer:
+        wait_for(lambda: producer.acked_count() >= 300, timeout=30,
                  what="records acknowledged before the kill")
         victim = brokers[2]
         os.kill(victim.ppid, signal.SIGKILL)  # the executor JVM
@@ -150,16 +127,11 @@ def test_a_killed_executor_is_replaced_and_replication_restored(spark_cluster):
         # Spark's replacement executor gets a new id, so a new node.id
         wait_for(lambda: any(s == "live" for n, s in c.states().items() if n > 3),
                  timeout=90, what="the replacement executor's broker registered")
-        wait_for(lambda: _fully_replicated_without(c.bootstrap, "kill", partitions, 2),
+        wait_for(lambda: fully_replicated_without(c.bootstrap, "kill", partitions, 3, 2),
                  timeout=REPLACEMENT_MS / 1000 + 30,
                  what="every partition on 3 in-sync replicas without the lost broker")
-    finally:
-        stop.set()
-        writer.join(60)
-    assert not writer.is_alive()
     assert producer.errors == []
-    dmg, _ = damage(c.bootstrap, "kill", partitions, producer,
-                    sum(map(len, producer.acked.values())))
+    dmg, _ = damage(c.bootstrap, "kill", partitions, producer, producer.acked_count())
     assert dmg.none, dmg
     assert c.proc.poll() is None
 

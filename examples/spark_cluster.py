@@ -4,11 +4,11 @@ bootstrap address, each executor one broker (``sparklog cluster spark``, here wi
 
 The example writes a topic with confluent-kafka and reads it with Spark through the
 bootstrap address, kills one executor JVM (SIGKILL), watches its broker get fenced and
-Spark's replacement executor register as a new broker, then writes and streams a second
-topic through the same address. The topics have one replica each, so what sat on the lost
-broker stays unavailable; with replication factor 3 its leaderships move to the other
-replicas (tests/cluster/test_spark_hosted.py streams across a kill that way). Moving a lost
-broker's replicas to live brokers by itself is not built yet.
+Spark's replacement executor register as a new broker and take over the lost broker's
+replicas (``broker.replacement.timeout.ms``, 5 s here) until every partition is back on
+three in-sync replicas, reads the first topic again in full, then writes and streams a
+second topic through the same address. The topics have replication factor 3 and
+min.insync.replicas 2, so the lost broker's leaderships move to the other replicas at once.
 
     python examples/spark_cluster.py          # Linux (it finds the executor by /proc)
 """
@@ -30,8 +30,11 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 N = 300
 
 
-def broker_executors() -> dict[int, int]:
-    """node.id -> the pid of the executor JVM running that broker (its parent process)."""
+def broker_executors(data_dir: Path) -> dict[int, int]:
+    """node.id -> the pid of the executor JVM running that broker (its parent process), for
+    the brokers with their data under ``data_dir`` (this application's, not any other
+    sparklog broker on the machine)."""
+    mine = os.fsencode(data_dir)
     out = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -39,7 +42,7 @@ def broker_executors() -> dict[int, int]:
             stat = Path(f"/proc/{pid}/stat").read_text()
         except OSError:
             continue
-        if b"process.roles=broker" in cmd:
+        if b"process.roles=broker" in cmd and any(a.startswith(mine) for a in cmd):
             node = next(int(a.split(b"=")[1]) for a in cmd if a.startswith(b"node.id="))
             out[node] = int(stat[stat.rindex(")") + 2:].split()[1])
     return out
@@ -82,7 +85,8 @@ def main() -> int:
             conf={"spark.ui.enabled": "false",
                   "spark.driver.extraJavaOptions":
                       f"-Dlog4j2.configurationFile={LOG4J2_CONF.as_uri()}"},
-            server={"broker.session.timeout.ms": "4000", "broker.heartbeat.interval.ms": "500"},
+            server={"broker.session.timeout.ms": "4000", "broker.heartbeat.interval.ms": "500",
+                    "broker.replacement.timeout.ms": "5000"},
             stderr=log.fileno())
         try:
             cluster.start()
@@ -99,7 +103,17 @@ def main() -> int:
 
             def create(topic: str) -> None:
                 with AdminClient({"bootstrap.servers": bootstrap}) as admin:
-                    admin.create_topics([NewTopic(topic, num_partitions=3)])
+                    admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=3,
+                                                  config={"min.insync.replicas": "2"})])
+
+            def replicated_without(topic: str, gone: int) -> bool:
+                """Every partition on 3 in-sync replicas, none of them ``gone``."""
+                from confluent_kafka.admin import AdminClient as CkAdmin
+
+                parts = (CkAdmin({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
+                         .topics[topic].partitions.values())
+                return all(len(p.replicas) == 3 and gone not in p.replicas
+                           and sorted(p.isrs) == sorted(p.replicas) for p in parts)
 
             print(f"brokers: {states()}")
             create("before")
@@ -109,7 +123,7 @@ def main() -> int:
                     .option("subscribe", "before").load())
             print(f"Spark read {read.count()} of {N} records from 'before'")
 
-            executors = broker_executors()
+            executors = broker_executors(Path(tmp) / "data")
             victim = min(executors)
             print(f"SIGKILL the executor JVM (pid {executors[victim]}) of broker {victim}")
             os.kill(executors[victim], signal.SIGKILL)
@@ -117,6 +131,10 @@ def main() -> int:
             wait("Spark's replacement executor registered as a new broker",
                  lambda: any(n > max(executors) and s == "live" for n, s in states().items()))
             print(f"brokers: {states()}")
+            wait(f"broker {victim}'s replicas moved: 'before' on 3 in-sync replicas again",
+                 lambda: replicated_without("before", victim))
+            again = read.count()
+            print(f"Spark read {again} of {N} records from 'before' after the loss")
 
             create("after")
             produce(bootstrap, "after")
@@ -130,7 +148,7 @@ def main() -> int:
             print(f"a Spark stream read {streamed} of {N} records from 'after' through the "
                   "same bootstrap address")
             spark.stop()
-            return 0 if streamed == N else 1
+            return 0 if streamed == N and again == N else 1
         finally:
             cluster.stop()
             print("Spark application stopped")

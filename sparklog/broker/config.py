@@ -95,6 +95,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ("broker.heartbeat.interval.ms", "int", "2000", "How often a broker heartbeats the controller."),
     ("broker.session.timeout.ms", "int", "9000",
      "A broker with no heartbeat for this long is fenced (its leaderships move)."),
+    ("broker.replacement.timeout.ms", "int", "60000",
+     "A broker fenced for this long has its replicas reassigned to live brokers (sparklog's "
+     "own: Kafka leaves it to operators)."),
     ("broker.id", "int", "-1", "Legacy broker id; used when set and node.id is not."),
     ("listeners", "list", "PLAINTEXT://127.0.0.1:9092", "Addresses the broker binds."),
     ("advertised.listeners", "list", None, "Addresses clients are told; defaults to listeners."),

@@ -35,10 +35,14 @@ def unfence_record(node_id: int) -> MetadataRecord:
     return {"type": "unfence_broker", "node_id": node_id}
 
 
-def fence_record(node_id: int) -> MetadataRecord:
+def fence_record(node_id: int, at_ms: int | None = None) -> MetadataRecord:
     """The broker ``node_id`` is fenced (stopped, or missed its session): clients do not
-    see it and it leads nothing."""
-    return {"type": "fence_broker", "node_id": node_id}
+    see it and it leads nothing. The controller records since when (``at_ms``, wall-clock
+    milliseconds), so a restarted controller knows how long the broker has been gone."""
+    rec: MetadataRecord = {"type": "fence_broker", "node_id": node_id}
+    if at_ms is not None:
+        rec["at_ms"] = at_ms
+    return rec
 
 
 @dataclass
@@ -106,6 +110,9 @@ class MetadataImage:
         # dynamic broker configs by entity: a broker id as a string, "" = cluster default
         self.broker_configs: dict[str, dict[str, str]] = {}
         self.live_brokers: set[int] = set()  # registered and not fenced
+        # fenced broker -> wall-clock ms it was fenced at (None: not recorded, as in logs
+        # written before the field; the controller then counts from its own start)
+        self.fenced_since: dict[int, int | None] = {}
         self.next_producer_id = 0
 
     def apply(self, rec: MetadataRecord) -> None:
@@ -145,8 +152,10 @@ class MetadataImage:
                 self.broker_configs.pop(rec["entity"], None)
         elif kind == "unfence_broker":
             self.live_brokers.add(rec["node_id"])
+            self.fenced_since.pop(rec["node_id"], None)
         elif kind == "fence_broker":
             self.live_brokers.discard(rec["node_id"])
+            self.fenced_since[rec["node_id"]] = rec.get("at_ms")
         elif kind == "producer_ids":
             self.next_producer_id = max(self.next_producer_id, int(rec["next"]))
         elif kind == "remove_topic":
@@ -180,6 +189,7 @@ class MetadataImage:
             out.append({"type": "broker", "node_id": b.node_id, "host": b.host, "port": b.port,
                         "rack": b.rack, "epoch": b.epoch})
         out.extend(unfence_record(n) for n in sorted(self.live_brokers))
+        out.extend(fence_record(n, at) for n, at in sorted(self.fenced_since.items()))
         for entity, configs in self.broker_configs.items():
             out.append({"type": "broker_config", "entity": entity, "configs": configs})
         for t in self.topics.values():

@@ -18,6 +18,10 @@ Invariants:
 - a fenced broker leads nothing and is in no ISR it shares with another member;
 - a reassignment keeps the old replicas until every target replica is in the ISR.
 
+A broker fenced longer than ``broker.replacement.timeout.ms`` (since the wall-clock time in
+its fence record, so a controller restart keeps counting) is lost for good: its replicas
+are reassigned to live brokers (``replace_lost_brokers``); never fewer replicas than before.
+
 Broker sessions exist for brokers in other processes (``heartbeat``/``check_sessions``);
 the embedded broker lives and dies with the controller's process and has none.
 """
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable, Mapping, Sequence
 
 from sparklog.broker.config import BrokerConfig
@@ -105,6 +110,7 @@ class Controller:
         default_partitions: int = 1,
         default_replication_factor: int = 1,
         session_timeout_ms: int = 9000,
+        replacement_timeout_ms: int = 60000,
         unclean_leader_election: bool = False,
         embedded: bool = True,
     ) -> None:
@@ -112,6 +118,7 @@ class Controller:
         self.default_partitions = default_partitions
         self.default_replication_factor = default_replication_factor
         self.session_timeout_s = session_timeout_ms / 1000
+        self.replacement_timeout_ms = replacement_timeout_ms
         self.unclean_leader_election = unclean_leader_election
         # embedded: the controller shares its process (and node id) with a broker, which
         # places partitions on node_id until it has registered; a controller-only process
@@ -123,6 +130,13 @@ class Controller:
         # node id -> monotonic deadline of its session, for brokers that heartbeat (the
         # embedded broker does not: it lives and dies with this process)
         self._sessions: dict[int, float] = {}
+        # wall-clock ms the metadata was opened: the fencing time of a broker whose fence
+        # record has none (written before the field)
+        self._opened_ms = 0
+        # lost brokers no partition targets any more (re-checked after a restart)
+        self._replaced: set[int] = set()
+        # partitions already logged as having no live broker to move a lost replica to
+        self._unplaceable: set[tuple[str, int]] = set()
 
     @classmethod
     def for_config(cls, config: BrokerConfig, *, embedded: bool) -> Controller:
@@ -134,6 +148,7 @@ class Controller:
             default_partitions=int(config.get("num.partitions")),
             default_replication_factor=int(config.get("default.replication.factor")),
             session_timeout_ms=int(config.get("broker.session.timeout.ms")),
+            replacement_timeout_ms=int(config.get("broker.replacement.timeout.ms")),
             unclean_leader_election=bool(config.get("unclean.leader.election.enable")),
             embedded=embedded,
         )
@@ -141,6 +156,7 @@ class Controller:
     # -- lifecycle ----------------------------------------------------------------------
 
     def open(self) -> None:
+        self._opened_ms = int(time.time() * 1000)
         if self._log.open().cluster_id is None:
             self._log.append({"type": "cluster", "cluster_id": new_cluster_id()})
 
@@ -207,7 +223,7 @@ class Controller:
         """The embedded broker stops with this process: it is no longer live (its partition
         records stay as they are; it leads them again when the process restarts)."""
         if node_id in self.live_brokers:
-            self._commit([fence_record(node_id)])
+            self._commit([fence_record(node_id, int(time.time() * 1000))])
 
     # -- liveness (brokers in other processes) ------------------------------------------
 
@@ -255,16 +271,70 @@ class Controller:
         live = self.live_brokers - {node_id}
         changes = self._elect(lambda p, unclean: without_broker(p, node_id, live,
                                                                 unclean=unclean))
-        self._commit(([fence_record(node_id)] if was_live else []) + changes)
+        self._commit(([fence_record(node_id, int(time.time() * 1000))] if was_live else [])
+                     + changes)
         if was_live or changes:
             log.info("broker %d fenced (%s): %d partition(s) changed", node_id, reason,
                      len(changes))
+
+    def replace_lost_brokers(self, now_ms: int) -> int:
+        """Reassign the replicas of every broker fenced for ``broker.replacement.timeout.ms``
+        before ``now_ms`` (wall clock) to live brokers outside the partition's replica set,
+        each to the one holding fewest replicas (so they spread); the reassignment adds
+        them, they catch up, and only then is the lost broker dropped. A partition with no
+        live candidate keeps its replicas (logged once). Returns how many partitions
+        started moving."""
+        lost = {n for n, at in self.image.fenced_since.items()
+                if n not in self._replaced
+                and (self._opened_ms if at is None else at) + self.replacement_timeout_ms
+                <= now_ms}
+        if not lost:
+            return 0
+        live = self.live_brokers
+        load = dict.fromkeys(live, 0)
+        for topic in self.image.topics.values():
+            for p in topic.partitions.values():
+                for r in p.target_replicas:
+                    if r in load:
+                        load[r] += 1
+        records: list[MetadataRecord] = []
+        pending: set[int] = set()
+        for topic in self.image.topics.values():
+            for p in topic.partitions.values():
+                target = p.target_replicas
+                gone = [r for r in target if r in lost]
+                if not gone:
+                    continue
+                new_target = list(target)
+                for r in gone:
+                    spare = [b for b in load if b not in new_target]
+                    if not spare:
+                        pending.add(r)
+                        continue
+                    pick = min(spare, key=lambda b: (load[b], b))
+                    load[pick] += 1
+                    new_target[new_target.index(r)] = pick
+                if new_target == target:
+                    if (p.topic, p.partition) not in self._unplaceable:
+                        self._unplaceable.add((p.topic, p.partition))
+                        log.warning("%s-%d keeps lost broker(s) %s in its replicas %s: no live "
+                                    "broker outside them to move to", p.topic, p.partition,
+                                    gone, target)
+                    continue
+                self._unplaceable.discard((p.topic, p.partition))
+                log.info("%s-%d: replacing lost broker(s) %s, reassigning to %s", p.topic,
+                         p.partition, gone, new_target)
+                records.append(reassignment.start(p, new_target, live).to_record())
+        self._replaced |= lost - pending
+        self._commit(records)
+        return len(records)
 
     def _unfence(self, node_id: int) -> None:
         """``node_id`` is live again; leaderless partitions it can lead elect it."""
         was_live = node_id in self.live_brokers
         changes = self._elect(lambda p, unclean: with_returning_broker(p, node_id,
                                                                        unclean=unclean))
+        self._replaced.discard(node_id)
         self._commit(([] if was_live else [unfence_record(node_id)]) + changes)
 
     def _elect(self, decide: Callable[[PartitionInfo, bool], tuple[PartitionInfo | None, bool]]

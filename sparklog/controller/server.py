@@ -14,7 +14,8 @@ Every write is answered after the controller committed it (durable in the metada
 and appended it to the stream, so a broker that fetches after the answer sees the change.
 Sessions: a broker is fenced when ``broker.session.timeout.ms`` passes without its
 heartbeat (checked several times per timeout); a controller restart gives every known
-broker a full session to heartbeat again.
+broker a full session to heartbeat again. The same check reassigns the replicas of brokers
+fenced longer than ``broker.replacement.timeout.ms`` (``Controller.replace_lost_brokers``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -159,6 +161,7 @@ class ControllerServer:
         while True:
             await asyncio.sleep(period)
             self.controller.check_sessions(loop.time())
+            self.controller.replace_lost_brokers(int(time.time() * 1000))
 
     async def _rebalance_leaders(self) -> None:
         period = int(self.config.get("leader.imbalance.check.interval.seconds"))

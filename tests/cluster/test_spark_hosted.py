@@ -1,7 +1,8 @@
 """``sparklog cluster spark`` with Spark's ``local-cluster[3,1,1024]`` (real executor JVMs):
 the driver runs the controller and the bootstrap address, each executor a broker; Kafka
 clients produce and consume through the bootstrap address; a SIGKILLed executor's broker is
-fenced and Spark's replacement executor registers as a new broker; another Spark
+fenced and Spark's replacement executor registers as a new broker, which takes over the lost
+broker's replicas (``broker.replacement.timeout.ms``) while clients produce; another Spark
 application's stream through the bootstrap address runs on across that loss; SIGTERM on
 the launcher leaves no process (checked by pid)."""
 
@@ -24,12 +25,15 @@ from tests.helpers.kafka_clients import ck_consume, ck_produce, create_topic, ma
 from tests.helpers.net import free_port
 from tests.helpers.polling import wait_for
 from tests.helpers.procs import Proc, alive, children, session
+from tests.helpers.replication import ProducerLoad, damage, fully_replicated_without
 from tests.helpers.servers import REPO
 from tests.helpers.spark import make_spark_session
 
 pytestmark = [pytest.mark.spark_cluster, pytest.mark.timeout(180)]
 
 _BROKER_LINE = re.compile(r"broker (\d+) \S+ (live|fenced)")
+# a lost executor's broker is replaced this long after it was fenced
+REPLACEMENT_MS = 5000
 
 
 @dataclass
@@ -54,7 +58,8 @@ class Launched:
 @pytest.fixture
 def spark_cluster(tmp_path) -> Iterator[Launched]:
     port = free_port()
-    sets = [a for k, v in CLUSTER_CONFIG.items() for a in ("--set", f"{k}={v}")]
+    config = {**CLUSTER_CONFIG, "broker.replacement.timeout.ms": str(REPLACEMENT_MS)}
+    sets = [a for k, v in config.items() for a in ("--set", f"{k}={v}")]
     with open(tmp_path / "spark.log", "w") as log, subprocess.Popen(
         [sys.executable, "-m", "sparklog.cli.main", "cluster", "spark",
          "--master", "local-cluster[3,1,1024]", "--data-dir", str(tmp_path / "data"),
@@ -99,17 +104,35 @@ def test_three_executor_brokers_serve_kafka_clients_and_sigterm_leaves_nothing(s
         == [1, 2, 3]
 
 
-def test_a_killed_executor_is_a_fenced_broker_and_its_replacement_a_new_one(spark_cluster):
+def test_a_killed_executor_is_replaced_and_replication_restored(spark_cluster):
+    """SIGKILL on an executor JVM while confluent-kafka (acks=all, idempotent) produces to
+    an RF 3 topic (min.insync.replicas 2): its broker is fenced, Spark's replacement
+    executor registers as a new broker, takes over the lost broker's replicas once
+    ``broker.replacement.timeout.ms`` passed, and every partition is back to 3 in-sync
+    replicas; no acknowledged record lost, duplicated or reordered."""
     c = spark_cluster
     brokers = c.brokers()
     assert sorted(brokers) == [1, 2, 3]
-    victim = brokers[2]
-    os.kill(victim.ppid, signal.SIGKILL)  # the executor JVM
-    wait_for(lambda: not alive(victim.pid), timeout=30, what="the broker stops with its JVM")
-    wait_for(lambda: c.states().get(2) == "fenced", timeout=30, what="broker 2 fenced")
-    # Spark's replacement executor gets a new id, so a new node.id
-    wait_for(lambda: any(s == "live" for n, s in c.states().items() if n > 3),
-             timeout=90, what="the replacement executor's broker registered")
+    partitions = 3
+    with AdminClient({"bootstrap.servers": c.bootstrap}) as admin:
+        admin.create_topics([NewTopic("kill", num_partitions=partitions, replication_factor=3,
+                                      config={"min.insync.replicas": "2"})])
+    with ProducerLoad(c.bootstrap, "kill", partitions) as producer:
+        wait_for(lambda: producer.acked_count() >= 300, timeout=30,
+                 what="records acknowledged before the kill")
+        victim = brokers[2]
+        os.kill(victim.ppid, signal.SIGKILL)  # the executor JVM
+        wait_for(lambda: not alive(victim.pid), timeout=30, what="the broker stops with its JVM")
+        wait_for(lambda: c.states().get(2) == "fenced", timeout=30, what="broker 2 fenced")
+        # Spark's replacement executor gets a new id, so a new node.id
+        wait_for(lambda: any(s == "live" for n, s in c.states().items() if n > 3),
+                 timeout=90, what="the replacement executor's broker registered")
+        wait_for(lambda: fully_replicated_without(c.bootstrap, "kill", partitions, 3, 2),
+                 timeout=REPLACEMENT_MS / 1000 + 30,
+                 what="every partition on 3 in-sync replicas without the lost broker")
+    assert producer.errors == []
+    dmg, _ = damage(c.bootstrap, "kill", partitions, producer, producer.acked_count())
+    assert dmg.none, dmg
     assert c.proc.poll() is None
 
 

@@ -1,7 +1,8 @@
 """Checking what a replicated cluster acknowledged: a confluent-kafka producer that records
 every acknowledged record (``AckedProducer`` for a fixed list, ``ProducerLoad`` for a steady
-load on a thread while faults happen), and the count of acknowledged records lost,
-duplicated and reordered per partition in what a consumer reads back (each must be 0)."""
+load on a thread while faults happen), the count of acknowledged records lost,
+duplicated and reordered per partition in what a consumer reads back (each must be 0), and
+whether a topic is fully replicated again after a broker's loss."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from typing import Any
 
 from tests.helpers.kafka_clients import DEADLINE_S, Msg, ck_consume
 
-__all__ = ["AckedProducer", "Damage", "ProducerLoad", "damage", "records_to_end"]
+__all__ = ["AckedProducer", "Damage", "ProducerLoad", "damage", "fully_replicated_without",
+           "records_to_end"]
 
 
 class AckedProducer:
@@ -140,3 +142,16 @@ def records_to_end(bootstrap: str, topic: str, partitions: int) -> int:
             for p in range(partitions)))
     finally:
         c.close()
+
+
+def fully_replicated_without(bootstrap: str, topic: str, partitions: int, rf: int,
+                             gone: int) -> bool:
+    """Whether each of the topic's ``partitions`` partitions is on ``rf`` replicas, all in
+    the ISR, none of them broker ``gone`` (as confluent-kafka's metadata says)."""
+    from confluent_kafka.admin import AdminClient
+
+    parts = list(AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
+                 .topics[topic].partitions.values())
+    return len(parts) == partitions and all(
+        len(p.replicas) == rf and gone not in p.replicas and sorted(p.isrs) == sorted(p.replicas)
+        for p in parts)

@@ -280,7 +280,7 @@ def _swap(plog: PartitionLog, group: list[LogSegment], cleaned: LogSegment,
     deadline = plog._time_ms() + plog.config.file_delete_delay_ms
     for i, seg in enumerate(group):
         seg.rename_suffix(DELETED_SUFFIX)
-        plog._pending_deletes.append((deadline, seg))
+        plog._pending_deletes.add(seg, deadline)
         if crash_at == "deleted" and i == 0 and len(group) > 1:
             raise SimulatedCrash("while renaming replaced segments")
     cleaned.rename_suffix("")

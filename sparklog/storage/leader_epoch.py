@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 from bisect import bisect_right
+from collections.abc import Iterable
 
 from sparklog.protocol.errors import KafkaStorageError
 
@@ -108,6 +109,22 @@ class LeaderEpochCache:
             return requested_epoch, self._starts[0]
         return self._epochs[hi - 1], self._starts[hi]
 
+    def truncation_offset(self, leader_epoch: int, leader_end_offset: int,
+                          high_watermark: int, log_end_offset: int) -> int:
+        """Where a follower must truncate given the leader's OffsetsForLeaderEpoch answer
+        (``leader_epoch``, ``leader_end_offset``) for the follower's latest epoch (KIP-101 /
+        KIP-279): never by the HW alone."""
+        if leader_epoch < 0 or leader_end_offset < 0:
+            return high_watermark  # leader knows no epochs: the pre-KIP-101 fallback
+        if leader_epoch == self.latest_epoch:
+            return min(leader_end_offset, log_end_offset)
+        epoch, end = self.end_offset_for(leader_epoch, log_end_offset)
+        if epoch != leader_epoch or end < 0:
+            # we do not have the leader's epoch: fall back to our end of the largest
+            # epoch below it, bounded by the leader's end
+            return min(leader_end_offset, log_end_offset if end < 0 else end)
+        return min(leader_end_offset, end)
+
     def epoch_for_offset(self, offset: int) -> int:
         i = bisect_right(self._starts, offset) - 1
         return self._epochs[i] if i >= 0 else UNDEFINED_EPOCH
@@ -132,6 +149,23 @@ class LeaderEpochCache:
         self._epochs = [epoch] + self._epochs[i + 1 :]
         self._starts = [start_offset] + self._starts[i + 1 :]
         self._persist()
+
+    def prepend(self, older: Iterable[tuple[int, int]], start_offset: int,
+                log_end_offset: int) -> None:
+        """A tiered log's cache takes the (epoch, start) entries of ``older`` (the remote
+        tier's) that begin before its own first epoch (before ``log_end_offset`` while it has
+        none), then starts at ``start_offset``."""
+        local = self.entries()
+        first_start = self._starts[0] if self._starts else log_end_offset
+        merged = [(e, o) for e, o in older if o < first_start]
+        for e, o in local:
+            if not merged or e > merged[-1][0]:
+                merged.append((e, o))
+        if merged != local:
+            self.clear()
+            for e, o in merged:
+                self.assign(e, o)
+            self.truncate_from_start(start_offset)
 
     def clear(self) -> None:
         self._epochs, self._starts = [], []

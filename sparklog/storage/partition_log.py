@@ -3,6 +3,8 @@
 
 Beside it, as in Kafka: ``log_loader`` opens the directory (crash leftovers, recovery,
 producer-state rebuild), ``log_validator`` checks and stamps what an append brings,
+``segment_reads`` answers reads, aborted transactions and timestamp lookups over the segment
+list, ``retention`` picks the segments retention drops and holds their ``.deleted`` files,
 ``log_info`` holds what the calls answer. Layer below: ``LogSegment`` (one .log + indexes).
 Layer above: the broker's replica manager (who leads, HW moves, fetches) and ``LogManager``
 (opens logs, runs retention/compaction/flush, writes checkpoints).
@@ -58,26 +60,17 @@ from sparklog.protocol.errors import (
     OffsetOutOfRangeError,
 )
 
-from .backend import FileSlice
-from .errors import LogClosedError, SegmentCorruptError
+from .errors import LogClosedError
 from .leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from .log_config import LogConfig
-from .log_info import (
-    EARLIEST_LOCAL_TIMESTAMP,
-    EARLIEST_TIMESTAMP,
-    LATEST_TIERED_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    MAX_TIMESTAMP,
-    NO_TIMESTAMP_FOUND,
-    AppendInfo,
-    FetchDataInfo,
-    TimestampAndOffset,
-)
+from .log_info import AppendInfo, FetchDataInfo, TimestampAndOffset
 from .log_loader import LogLoader, check_topic_id, parse_topic_partition, rebuild_producer_state
 from .log_validator import assign_offsets, replicated_batches, validate_leader_append
 from .producer_state import CompletedTxn, ProducerStateManager
 from .remote.remote_log import RemoteLog
-from .segment import BY_BASE_OFFSET, DELETED_SUFFIX, SWAP_SUFFIX, LogSegment
+from .retention import PendingDeletes, segments_past_retention
+from .segment import BY_BASE_OFFSET, DELETED_SUFFIX, LogSegment
+from .segment_reads import aborted_transactions, local_offset_for_timestamp, read_segments
 from .txn_index import AbortedTxn
 
 __all__ = ["PartitionLog"]
@@ -114,7 +107,7 @@ class PartitionLog:
         self._listeners: list[Callable[[PartitionLog], None]] = []
         self._closed = False
         self._segments: list[LogSegment] = []
-        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._pending_deletes = PendingDeletes()
         self._unflushed_messages = 0
         self._last_flush_ms = self._time_ms()
         jitter = self.config.segment_jitter_ms
@@ -177,17 +170,7 @@ class PartitionLog:
         if not self._has_aborted:
             return []
         with self._lock:
-            segs = self._segments
-            i = max(0, bisect_right(segs, fetch_offset, key=BY_BASE_OFFSET) - 1)
-            out: list[AbortedTxn] = []
-            for seg in segs[i:]:
-                if not seg.txn_index.entries:
-                    continue
-                found, complete = seg.txn_index.collect(fetch_offset, upper_bound)
-                out += found
-                if complete:
-                    break
-            return out
+            return aborted_transactions(self._segments, fetch_offset, upper_bound)
 
     @property
     def recovery_point(self) -> int:
@@ -439,29 +422,8 @@ class PartitionLog:
             info, limit_offset = self._start_read(start_offset, max_offset)
             if start_offset >= limit_offset:
                 return info
-            remaining = max_bytes
-            i = max(0, bisect_right(self._segments, start_offset, key=BY_BASE_OFFSET) - 1)
-            offset = start_offset
-            while i < len(self._segments) and offset < limit_offset:
-                seg = self._segments[i]
-                i += 1
-                if seg.corrupt_offset is not None and offset >= seg.corrupt_offset and (
-                        i >= len(self._segments) or offset < self._segments[i].base_offset):
-                    raise SegmentCorruptError(
-                        f"offset {offset} of {self.topic}-{self.partition} lies in a corrupt "
-                        f"range of {seg.log_path}")
-                got = seg.read(offset, remaining, limit_offset, min_one_message and not info.slices)
-                if got is None:
-                    continue
-                if got.size == 0:
-                    break
-                info.slices.append(FileSlice(seg.log_path, got.position, got.size, seg.fd))
-                info.size += got.size
-                remaining -= got.size
-                offset = info.next_offset = got.next_offset
-                if remaining <= 0 or not got.to_end or seg.corrupt_position is not None:
-                    break
-            return info
+            return read_segments(self._segments, info, max_bytes, limit_offset,
+                                 min_one_message, f"{self.topic}-{self.partition}")
 
     def _start_read(self, start_offset: int, max_offset: int | None) -> tuple[FetchDataInfo, int]:
         """An empty answer for a read at ``start_offset`` and the offset it stops before;
@@ -493,51 +455,10 @@ class PartitionLog:
                                               self._epochs.epoch_for_offset(found[1]))
         with self._lock:
             self._check_open()
-            if timestamp == EARLIEST_TIMESTAMP:
-                o = self._log_start_offset
-                return TimestampAndOffset(NO_TIMESTAMP_FOUND, o, self._epochs.epoch_for_offset(o))
-            if timestamp == EARLIEST_LOCAL_TIMESTAMP:
-                o = max(self._log_start_offset, self.local_log_start_offset)
-                return TimestampAndOffset(NO_TIMESTAMP_FOUND, o, self._epochs.epoch_for_offset(o))
-            if timestamp == LATEST_TIMESTAMP:
-                return TimestampAndOffset(NO_TIMESTAMP_FOUND, self._leo, self._epochs.latest_epoch)
-            if timestamp == LATEST_TIERED_TIMESTAMP:
-                # KIP-1005: the highest uploaded offset; none while nothing is tiered
-                end = self.remote.manifest.end_offset if self.remote is not None else None
-                if end is None:
-                    return None
-                return TimestampAndOffset(NO_TIMESTAMP_FOUND, end - 1,
-                                          self._epochs.epoch_for_offset(end - 1))
-            if timestamp == MAX_TIMESTAMP:
-                best = None
-                for seg in self._segments:
-                    if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best.max_timestamp):
-                        best = seg
-                if best is None:
-                    return None
-                b = best.find_batch(best.offset_of_max_timestamp)
-                if b is None:
-                    return None
-                return self._record_at_or_after(best, b.position, best.max_timestamp, exact=True)
-            if timestamp < 0:
-                return None
-            for seg in self._segments:
-                if seg.max_timestamp < timestamp or seg.next_offset <= self._log_start_offset:
-                    continue
-                _ts, toff = seg.time_index.lookup(timestamp)
-                _o, pos = seg.offset_index.lookup(max(toff, self._log_start_offset))
-                found = self._record_at_or_after(seg, pos, timestamp)
-                if found is not None:
-                    return found
-            return None
-
-    def _record_at_or_after(self, seg: LogSegment, pos: int, timestamp: int,
-                            exact: bool = False) -> TimestampAndOffset | None:
-        found = seg.find_record(pos, timestamp, self._log_start_offset, exact)
-        if found is None:
-            return None
-        ts, offset = found
-        return TimestampAndOffset(ts, offset, self._epochs.epoch_for_offset(offset))
+            return local_offset_for_timestamp(
+                self._segments, timestamp, log_start_offset=self._log_start_offset,
+                log_end_offset=self._leo, epochs=self._epochs,
+                tiered_end_offset=None if self.remote is None else self.remote.manifest.end_offset)
 
     # ================================================================== high watermark
     def update_high_watermark(self, offset: int) -> int:
@@ -573,16 +494,8 @@ class PartitionLog:
         (``leader_epoch``, ``leader_end_offset``) for the follower's latest epoch (KIP-101 /
         KIP-279): never by the HW alone."""
         with self._lock:
-            if leader_epoch < 0 or leader_end_offset < 0:
-                return self._hw  # leader knows no epochs: the pre-KIP-101 fallback
-            if leader_epoch == self._epochs.latest_epoch:
-                return min(leader_end_offset, self._leo)
-            epoch, end = self._epochs.end_offset_for(leader_epoch, self._leo)
-            if epoch != leader_epoch or end < 0:
-                # we do not have the leader's epoch: fall back to our end of the largest
-                # epoch below it, bounded by the leader's end
-                return min(leader_end_offset, self._leo if end < 0 else end)
-            return min(leader_end_offset, end)
+            return self._epochs.truncation_offset(leader_epoch, leader_end_offset,
+                                                  self._hw, self._leo)
 
     def truncate_to(self, offset: int) -> bool:
         """Follower truncation: remove every offset >= ``offset``. True when data went."""
@@ -634,25 +547,11 @@ class PartitionLog:
         """Apply retention (``retention.ms``, ``retention.bytes``, log start offset): delete
         whole sealed segments wholly below the HW, oldest first. Returns how many went."""
         now = self._time_ms() if now_ms is None else now_ms
-        cfg = self.config
         with self._lock:
             self._check_open()
-            segs = self._segments
-            doomed = 0
-            total = sum(s.size for s in segs)
-            excess = total - cfg.retention_bytes if cfg.delete and cfg.retention_bytes >= 0 else 0
-            while doomed < len(segs) - 1:
-                seg, nxt = segs[doomed], segs[doomed + 1]
-                if nxt.base_offset > self._hw:
-                    break
-                below_start = nxt.base_offset <= self._log_start_offset
-                by_time = (cfg.delete and cfg.retention_ms >= 0
-                           and now - seg.retention_timestamp(self._time_ms()) > cfg.retention_ms)
-                by_size = excess > 0 and excess - seg.size >= 0
-                if not (below_start or by_time or by_size):
-                    break
-                excess -= seg.size
-                doomed += 1
+            doomed = segments_past_retention(
+                self._segments, self.config, high_watermark=self._hw,
+                log_start_offset=self._log_start_offset, now_ms=now, time_ms=self._time_ms)
             if doomed:
                 self._delete_segments_locked(doomed, "retention")
             return doomed
@@ -695,20 +594,14 @@ class PartitionLog:
                 seg.rename_suffix(DELETED_SUFFIX)
             except OSError as exc:
                 log.warning("could not rename %s for deletion: %s", seg.log_path, exc)
-            self._pending_deletes.append((deadline, seg))
+            self._pending_deletes.add(seg, deadline)
         if self.config.file_delete_delay_ms == 0:
             self.delete_pending_files(force=True)
 
     def delete_pending_files(self, now_ms: int | None = None, force: bool = False) -> int:
         """Remove ``.deleted`` segments whose ``file.delete.delay.ms`` passed."""
-        now = self._time_ms() if now_ms is None else now_ms
-        with self._lock:
-            due = [(d, s) for d, s in self._pending_deletes if force or d <= now]
-            self._pending_deletes = [(d, s) for d, s in self._pending_deletes
-                                     if not (force or d <= now)]
-        for _d, seg in due:
-            seg.delete_files()
-        return len(due)
+        return self._pending_deletes.delete_due(
+            self._time_ms() if now_ms is None else now_ms, force)
 
     def verify_segments(self, include_active: bool = False) -> list[tuple[int, int]]:
         """Scrub sealed segments (CRC of every batch); newly found damage is marked so reads
@@ -750,17 +643,7 @@ class PartitionLog:
             if start >= self._log_start_offset:
                 return
             self._log_start_offset = start
-            local = self._epochs.entries()
-            first_epoch_start = local[0][1] if local else self._leo
-            merged = [(e, o) for e, o in m.segments[-1].leader_epochs if o < first_epoch_start]
-            for e, o in local:
-                if not merged or e > merged[-1][0]:
-                    merged.append((e, o))
-            if merged != local:
-                self._epochs.clear()
-                for e, o in merged:
-                    self._epochs.assign(e, o)
-                self._epochs.truncate_from_start(start)
+            self._epochs.prepend(m.segments[-1].leader_epochs, start, self._leo)
 
     def delete_local_segments_below(self, offset: int) -> int:
         """A tiered log drops local sealed segments wholly below ``offset`` (uploaded and
@@ -858,18 +741,3 @@ class PartitionLog:
     # ================================================================== cleaner hooks
     def lock(self) -> threading.RLock:
         return self._lock
-
-    def _replace_segments(self, old: list[LogSegment], new: LogSegment) -> None:
-        """Swap ``old`` (consecutive sealed segments) for ``new`` (named ``.cleaned``),
-        crash-safely: .cleaned -> .swap, old -> .deleted, .swap -> live."""
-        idx = self._segments.index(old[0])
-        if self._segments[idx : idx + len(old)] != old or idx + len(old) >= len(self._segments):
-            raise KafkaStorageError("segments changed under the cleaner")
-        new.rename_suffix(SWAP_SUFFIX)
-        for seg in old:
-            seg.close_fd_only()
-            if seg.base_offset != new.base_offset:  # one with the swap's name goes at once
-                seg.rename_suffix(DELETED_SUFFIX)
-            seg.delete_files()
-        new.rename_suffix("")
-        self._segments[idx : idx + len(old)] = [new]

@@ -8,13 +8,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from sparklog.cli.arguments import bootstrap_servers, key_value
-from sparklog.cli.errors import CliError
+from sparklog.cli.errors import CliError, wrap
 
 if TYPE_CHECKING:
     from sparklog.client import AdminClient
     from sparklog.protocol.errors import KafkaError
 
-__all__ = ["add_common", "add_verbose", "client_config", "admin_client", "admin_change"]
+__all__ = ["add_client_command", "add_common", "add_verbose", "client_config", "admin_client",
+           "admin_change"]
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
@@ -33,6 +34,17 @@ def add_common(p: argparse.ArgumentParser, verbose_help: str = "") -> None:
     p.add_argument("--command-property", action="extend", nargs="+", default=[],
                    type=key_value, metavar="KEY=VALUE", help="one client property (repeatable)")
     add_verbose(p, verbose_help)
+
+
+def add_client_command(sub: argparse._SubParsersAction,
+                       func: Callable[[argparse.Namespace], int | None], name: str,
+                       verbose_help: str = "", **parser_kwargs: str) -> argparse.ArgumentParser:
+    """The parser of a client subcommand ``name`` running ``func`` (errors reported by
+    ``wrap``), with the options every client command takes (``add_common``)."""
+    p = sub.add_parser(name, **parser_kwargs)
+    add_common(p, verbose_help)
+    p.set_defaults(func=wrap(func))
+    return p
 
 
 def client_config(args: argparse.Namespace, **extra: str | int | None) -> dict[str, str | int]:

@@ -14,7 +14,7 @@ from types import FrameType
 from typing import Any
 
 from sparklog.cli.arguments import bootstrap_servers, key_value, port_number
-from sparklog.cli.client_common import add_common, add_verbose, admin_client
+from sparklog.cli.client_common import add_client_command, add_verbose, admin_client
 from sparklog.cli.errors import CliError, wrap
 
 __all__ = ["add_parser"]
@@ -59,13 +59,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                        help="a server config key for the controller and every broker (repeatable)")
     add_verbose(spark)
     spark.set_defaults(func=wrap(_spark))
-    describe = sub.add_parser("describe", help="list the brokers and the controller",
-                              description="The brokers (id, address, state) and the controller.")
-    add_common(describe)
+    describe = add_client_command(
+        sub, _describe, "describe", help="list the brokers and the controller",
+        description="The brokers (id, address, state) and the controller.")
     describe.add_argument("--bootstrap-controller", default=None, type=bootstrap_servers,
                           metavar="HOST:PORT",
                           help="ask the controller itself (its id and every registered broker)")
-    describe.set_defaults(func=wrap(_describe))
     return p
 
 

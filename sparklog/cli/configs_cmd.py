@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from sparklog.cli.client_common import add_common, admin_client
-from sparklog.cli.errors import UsageError, wrap
+from sparklog.cli.client_common import add_client_command, admin_client
+from sparklog.cli.errors import UsageError
 
 __all__ = ["add_parser"]
 
@@ -55,11 +55,10 @@ def _keys(text: str) -> list[str]:
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    p = subparsers.add_parser(
+    p = add_client_command(subparsers, _run,
         "configs", help="describe or change topic and dynamic broker configs",
         description="Describe or change topic overrides and dynamic broker configs "
                     "(like kafka-configs.sh).")
-    add_common(p)
     p.add_argument("--entity-type", required=True, choices=["topics", "brokers"],
                    help="what the configs belong to")
     who = p.add_mutually_exclusive_group()
@@ -77,7 +76,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    metavar="K=V[,K=V]", help="configs to set (repeatable)")
     p.add_argument("--delete-config", action="extend", default=[], type=_keys,
                    metavar="K[,K]", help="configs to remove, back to the default (repeatable)")
-    p.set_defaults(func=wrap(_run))
     return p
 
 

@@ -25,8 +25,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from sparklog.cli.arguments import key_value, topic_name
-from sparklog.cli.client_common import add_common, client_config
-from sparklog.cli.errors import CliError, UsageError, no_such_topic, wrap
+from sparklog.cli.client_common import add_client_command, client_config
+from sparklog.cli.errors import CliError, UsageError, no_such_topic
 
 if TYPE_CHECKING:
     from sparklog.client import Consumer, ConsumerRecord, TopicPartition
@@ -40,9 +40,8 @@ JOIN_WAIT_MS = 30_000
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("consume", help="print messages of a topic",
-                              description="Console consumer: print messages, one per line.")
-    add_common(p)
+    p = add_client_command(subparsers, _run, "consume", help="print messages of a topic",
+                           description="Console consumer: print messages, one per line.")
     p.add_argument("--topic", required=True, type=topic_name, help="topic to read")
     p.add_argument("--from-beginning", action="store_true",
                    help="start at the earliest offset when there is no committed one "
@@ -80,7 +79,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    type=key_value, metavar="KEY=VALUE",
                    help="consumer config (Kafka key names), e.g. fetch.max.bytes=1048576 "
                         "(repeatable)")
-    p.set_defaults(func=wrap(_run))
     return p
 
 

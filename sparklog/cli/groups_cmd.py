@@ -12,8 +12,8 @@ import datetime as dt
 from typing import TYPE_CHECKING, Any
 
 from sparklog.cli.arguments import action_parsers
-from sparklog.cli.client_common import add_common, admin_change, admin_client
-from sparklog.cli.errors import CliError, UsageError, warn, wrap
+from sparklog.cli.client_common import add_client_command, admin_change, admin_client
+from sparklog.cli.errors import CliError, UsageError, warn
 
 if TYPE_CHECKING:
     from sparklog.client import AdminClient, TopicPartition
@@ -34,13 +34,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p, sub = action_parsers(subparsers, "groups", help="list, describe, reset or delete consumer groups",
                            description="Manage consumer groups (like kafka-consumer-groups.sh).")
 
-    ls = sub.add_parser("list", help="list group ids")
-    add_common(ls)
+    ls = add_client_command(sub, _list, "list", help="list group ids")
     ls.add_argument("--state", action="store_true", help="also print each group's state")
-    ls.set_defaults(func=wrap(_list))
 
-    d = sub.add_parser("describe", help="offsets and lag, members or state of groups")
-    add_common(d, verbose_help="with --members: also each member's assignment; ")
+    d = add_client_command(sub, _describe, "describe",
+                           help="offsets and lag, members or state of groups",
+                           verbose_help="with --members: also each member's assignment; ")
     which = d.add_mutually_exclusive_group(required=True)
     which.add_argument("--group", help="the group to describe")
     which.add_argument("--all-groups", action="store_true", help="describe every group")
@@ -51,10 +50,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                       help="the group's members and how many partitions each holds")
     what.add_argument("--state", action="store_true",
                       help="coordinator, assignment strategy, state and member count")
-    d.set_defaults(func=wrap(_describe))
 
-    r = sub.add_parser("reset-offsets", help="move a group's committed offsets")
-    add_common(r)
+    r = add_client_command(sub, _reset, "reset-offsets", help="move a group's committed offsets")
     r.add_argument("--group", required=True, help="the group whose offsets to move")
     tgt = r.add_mutually_exclusive_group(required=True)
     tgt.add_argument("--topic", action="append", default=None, metavar="TOPIC[:P1,P2]",
@@ -77,12 +74,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     mode = r.add_mutually_exclusive_group()
     mode.add_argument("--dry-run", action="store_true", help="only show the new offsets (default)")
     mode.add_argument("--execute", action="store_true", help="commit the new offsets")
-    r.set_defaults(func=wrap(_reset))
 
-    x = sub.add_parser("delete", help="delete a group and its committed offsets")
-    add_common(x)
+    x = add_client_command(sub, _delete, "delete", help="delete a group and its committed offsets")
     x.add_argument("--group", required=True, help="the group to delete (must have no members)")
-    x.set_defaults(func=wrap(_delete))
     return p
 
 

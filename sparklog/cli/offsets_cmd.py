@@ -6,8 +6,8 @@ import argparse
 import re
 from typing import Any
 
-from sparklog.cli.client_common import add_common, admin_client
-from sparklog.cli.errors import UsageError, no_such_topic, wrap
+from sparklog.cli.client_common import add_client_command, admin_client
+from sparklog.cli.errors import UsageError, no_such_topic
 
 __all__ = ["add_parser"]
 
@@ -15,15 +15,13 @@ _NAMED = {"latest": -1, "earliest": -2, "max-timestamp": -3}
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("offsets", help="print topic:partition:offset lines",
-                              description="Offsets per partition at a time (like GetOffsetShell).")
-    add_common(p)
+    p = add_client_command(subparsers, _run, "offsets", help="print topic:partition:offset lines",
+                           description="Offsets per partition at a time (like GetOffsetShell).")
     p.add_argument("--topic", required=True, help="topic name (or a regular expression)")
     p.add_argument("--partitions", default=None,
                    help="comma-separated partition ids (default: all)")
     p.add_argument("--time", default="-1",
                    help="-1/latest, -2/earliest, -3/max-timestamp, or a timestamp in ms")
-    p.set_defaults(func=wrap(_run))
     return p
 
 

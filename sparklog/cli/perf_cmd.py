@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 
 from sparklog.cli.arguments import action_parsers, key_value, topic_name
-from sparklog.cli.client_common import add_common, client_config
-from sparklog.cli.errors import CliError, UsageError, warn, wrap
+from sparklog.cli.client_common import add_client_command, client_config
+from sparklog.cli.errors import CliError, UsageError, warn
 
 __all__ = ["add_parser", "summary_line", "CONSUMER_COLUMNS", "CONSUMER_DETAILED_COLUMNS"]
 
@@ -42,8 +42,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                            description="Load tests (like kafka-producer-perf-test.sh and "
                                         "kafka-consumer-perf-test.sh).")
 
-    pp = sub.add_parser("produce", help="producer load test")
-    add_common(pp)
+    pp = add_client_command(sub, _produce, "produce", help="producer load test")
     pp.add_argument("--topic", required=True, type=topic_name, help="topic to write to")
     pp.add_argument("--num-records", type=int, required=True, help="records to send")
     pp.add_argument("--record-size", type=int, required=True, help="bytes per record value")
@@ -60,10 +59,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                     help="use the bulk produce_arrow API (chunks of --arrow-chunk records)")
     pp.add_argument("--arrow-chunk", type=int, default=100_000,
                     help="records per produce_arrow call with --arrow (default 100000)")
-    pp.set_defaults(func=wrap(_produce))
 
-    pc = sub.add_parser("consume", help="consumer load test")
-    add_common(pc)
+    pc = add_client_command(sub, _consume, "consume", help="consumer load test")
     pc.add_argument("--topic", required=True, type=topic_name, help="topic to read")
     pc.add_argument("--messages", type=int, required=True, help="records to read")
     pc.add_argument("--timeout-ms", "--timeout", type=int, default=10000, dest="timeout_ms",
@@ -77,7 +74,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     pc.add_argument("--reporting-interval", type=int, default=5000, metavar="MS",
                     help="interval of the detailed stats (default 5000)")
     pc.add_argument("--hide-header", action="store_true", help="print no column header")
-    pc.set_defaults(func=wrap(_consume))
     return p
 
 

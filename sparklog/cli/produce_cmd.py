@@ -11,16 +11,15 @@ import sys
 from typing import Any
 
 from sparklog.cli.arguments import key_value, topic_name
-from sparklog.cli.client_common import add_common, client_config
-from sparklog.cli.errors import CliError, error_message, wrap
+from sparklog.cli.client_common import add_client_command, client_config
+from sparklog.cli.errors import CliError, error_message
 
 __all__ = ["add_parser"]
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("produce", help="send stdin lines as messages",
-                              description="Console producer: one message per stdin line.")
-    add_common(p)
+    p = add_client_command(subparsers, _run, "produce", help="send stdin lines as messages",
+                           description="Console producer: one message per stdin line.")
     p.add_argument("--topic", required=True, type=topic_name, help="topic to write to")
     p.add_argument("--key-separator", default=None, metavar="S",
                    help="split each line into key S value (at the first S)")
@@ -40,7 +39,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--producer-property", action="extend", nargs="+", default=[],
                    type=key_value, metavar="KEY=VALUE",
                    help="producer config (Kafka key names), e.g. batch.size=65536 (repeatable)")
-    p.set_defaults(func=wrap(_run))
     return p
 
 

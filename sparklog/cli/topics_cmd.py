@@ -7,8 +7,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sparklog.cli.arguments import action_parsers, key_value, topic_name
-from sparklog.cli.client_common import add_common, admin_change, admin_client
-from sparklog.cli.errors import CliError, UsageError, no_such_topic, wrap
+from sparklog.cli.client_common import add_client_command, admin_change, admin_client
+from sparklog.cli.errors import CliError, UsageError, no_such_topic
 
 if TYPE_CHECKING:
     from sparklog.client.metadata import PartitionMetadata
@@ -24,8 +24,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                                  "reassign partitions",
                             description="Manage topics (like kafka-topics.sh).")
 
-    c = sub.add_parser("create", help="create a topic")
-    add_common(c)
+    c = add_client_command(sub, _create, "create", help="create a topic")
     c.add_argument("--topic", required=True, type=topic_name, help="name of the new topic")
     c.add_argument("--partitions", type=int, default=None,
                    help="number of partitions (default: the broker's num.partitions)")
@@ -36,25 +35,20 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    metavar="KEY=VALUE", help=_CONFIG_HELP)
     c.add_argument("--if-not-exists", action="store_true",
                    help="succeed without changes when the topic already exists")
-    c.set_defaults(func=wrap(_create))
 
-    ls = sub.add_parser("list", help="list topic names")
-    add_common(ls)
+    ls = add_client_command(sub, _list, "list", help="list topic names")
     _add_exclude_internal(ls)
-    ls.set_defaults(func=wrap(_list))
 
-    d = sub.add_parser("describe", help="partitions, leaders, replicas, ISR and configs")
-    add_common(d)
+    d = add_client_command(sub, _describe, "describe",
+                           help="partitions, leaders, replicas, ISR and configs")
     d.add_argument("--topic", default=None, help="the topic to describe (default: all)")
     d.add_argument("--under-replicated-partitions", action="store_true",
                    help="only partitions whose ISR is smaller than their replica list")
     d.add_argument("--unavailable-partitions", action="store_true",
                    help="only partitions without a live leader")
     _add_exclude_internal(d)
-    d.set_defaults(func=wrap(_describe))
 
-    a = sub.add_parser("alter", help="add partitions or change configs")
-    add_common(a)
+    a = add_client_command(sub, _alter, "alter", help="add partitions or change configs")
     a.add_argument("--topic", required=True, help="the topic to change")
     a.add_argument("--partitions", type=int, default=None,
                    help="new, larger number of partitions")
@@ -62,14 +56,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    metavar="KEY=VALUE", help=_CONFIG_HELP)
     a.add_argument("--delete-config", action="extend", nargs="+", default=[], metavar="KEY",
                    help="remove a config override, back to the default (repeatable)")
-    a.set_defaults(func=wrap(_alter))
 
-    e = sub.add_parser(
+    e = add_client_command(sub, _elect_leaders,
         "elect-leaders", help="elect partition leaders (like kafka-leader-election.sh)",
         description="Move leadership to each partition's preferred replica (the first one, "
                     "when it is live and in the ISR), or, with --election-type unclean, elect "
                     "a leader for partitions that have none (possibly losing records).")
-    add_common(e)
     target = e.add_mutually_exclusive_group(required=True)
     target.add_argument("--topic", default=None, help="the topic whose partitions to elect")
     target.add_argument("--all-topic-partitions", action="store_true",
@@ -78,13 +70,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="only this partition of --topic")
     e.add_argument("--election-type", choices=["preferred", "unclean"], default="preferred",
                    type=str.lower, help="preferred (default) or unclean")
-    e.set_defaults(func=wrap(_elect_leaders))
 
-    r = sub.add_parser(
+    r = add_client_command(sub, _reassign,
         "reassign", help="move a partition's replicas (like kafka-reassign-partitions.sh)",
         description="Move a partition to new replicas: the new ones are added and catch up, "
                     "then the old ones are dropped; or cancel an ongoing move, or list them.")
-    add_common(r)
     r.add_argument("--topic", default=None, help="the topic of the partition")
     r.add_argument("--partition", type=int, default=None, help="the partition to move")
     what = r.add_mutually_exclusive_group(required=True)
@@ -94,14 +84,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                       help="cancel the partition's ongoing reassignment")
     what.add_argument("--list", action="store_true",
                       help="list ongoing reassignments (of --topic, or all)")
-    r.set_defaults(func=wrap(_reassign))
 
-    x = sub.add_parser("delete", help="delete a topic")
-    add_common(x)
+    x = add_client_command(sub, _delete, "delete", help="delete a topic")
     x.add_argument("--topic", required=True, help="the topic to delete")
     x.add_argument("--if-exists", action="store_true",
                    help="succeed without changes when the topic does not exist")
-    x.set_defaults(func=wrap(_delete))
     return p
 
 

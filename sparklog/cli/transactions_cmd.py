@@ -12,8 +12,7 @@ import argparse
 import time
 from typing import Any
 
-from sparklog.cli.client_common import add_common, admin_client
-from sparklog.cli.errors import wrap
+from sparklog.cli.client_common import add_client_command, admin_client
 from sparklog.cli.groups_cmd import table
 
 __all__ = ["add_parser", "LIST_COLUMNS", "DESCRIBE_COLUMNS"]
@@ -30,8 +29,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="transactions_action", metavar="ACTION")
     sub.required = True
 
-    ls = sub.add_parser("list", help="list transactional ids and their state")
-    add_common(ls)
+    ls = add_client_command(sub, _list, "list", help="list transactional ids and their state")
     ls.add_argument("--state", action="append", default=[], metavar="STATE",
                     help="only this state (Ongoing, CompleteCommit, ...; repeatable)")
     ls.add_argument("--producer-id", action="append", default=[], type=int, metavar="ID",
@@ -40,12 +38,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                     help="only transactions open at least this long")
     ls.add_argument("--transactional-id-pattern", default=None, metavar="REGEX",
                     help="only transactional ids this regular expression matches whole")
-    ls.set_defaults(func=wrap(_list))
 
-    d = sub.add_parser("describe", help="one transactional id's state and partitions")
-    add_common(d)
+    d = add_client_command(sub, _describe, "describe",
+                           help="one transactional id's state and partitions")
     d.add_argument("--transactional-id", required=True, help="the id to describe")
-    d.set_defaults(func=wrap(_describe))
     return p
 
 

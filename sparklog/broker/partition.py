@@ -28,7 +28,7 @@ Invariants (Kafka's, KIP-101/279 and KIP-841):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from enum import Enum
 
 from sparklog.broker.delayed import Waiters
@@ -75,32 +75,28 @@ class FollowerState:
         self.last_fetch_ms = now_ms
 
 
+@dataclass(slots=True, eq=False, repr=False)
 class Partition:
     """One hosted replica: its log, role, epochs, ISR, followers, and who waits on it."""
 
-    __slots__ = ("topic", "partition", "topic_id", "log", "node_id", "internal", "is_leader",
-                 "leader_id", "leader_epoch", "partition_epoch", "replicas", "isr",
-                 "pending_isr", "followers", "leader_epoch_start_offset", "waiters")
-
-    def __init__(self, topic: str, partition: int, topic_id: bytes, plog: PartitionLog,
-                 node_id: int, *, internal: bool = False) -> None:
-        self.topic = topic
-        self.partition = partition
-        self.topic_id = topic_id
-        self.log = plog
-        self.node_id = node_id
-        self.internal = internal
-        self.is_leader = False
-        self.leader_id = -1
-        self.leader_epoch = -1  # no record applied yet
-        self.partition_epoch = -1
-        self.replicas: list[int] = []
-        self.isr: list[int] = []
-        # the ISR of an AlterPartition in flight (leader only), None when there is none
-        self.pending_isr: list[int] | None = None
-        self.followers: dict[int, FollowerState] = {}
-        self.leader_epoch_start_offset = UNKNOWN_OFFSET
-        self.waiters = Waiters()
+    topic: str
+    partition: int
+    topic_id: bytes
+    log: PartitionLog
+    node_id: int
+    _: KW_ONLY
+    internal: bool = False
+    is_leader: bool = field(default=False, init=False)
+    leader_id: int = field(default=-1, init=False)
+    leader_epoch: int = field(default=-1, init=False)  # no record applied yet
+    partition_epoch: int = field(default=-1, init=False)
+    replicas: list[int] = field(default_factory=list, init=False)
+    isr: list[int] = field(default_factory=list, init=False)
+    # the ISR of an AlterPartition in flight (leader only), None when there is none
+    pending_isr: list[int] | None = field(default=None, init=False)
+    followers: dict[int, FollowerState] = field(default_factory=dict, init=False)
+    leader_epoch_start_offset: int = field(default=UNKNOWN_OFFSET, init=False)
+    waiters: Waiters = field(default_factory=Waiters, init=False)
 
     def __repr__(self) -> str:
         role = "leader" if self.is_leader else f"follower of {self.leader_id}"

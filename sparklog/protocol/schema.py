@@ -29,6 +29,7 @@ the generated source of any (message, version) can still be read with
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from sparklog.protocol.errors import MalformedFrameError, UnsupportedVersionError
@@ -314,21 +315,17 @@ def compile_message(schema: MessageSchema, *, api_key: int, versions: tuple[int,
 schema = MessageSchema  # the name the declarations use
 
 
+@dataclass(slots=True, eq=False, repr=False)
 class ApiSpec:
     """One API: its key, declared version range, first flexible version and both classes."""
 
-    __slots__ = ("key", "name", "request", "response", "min_version", "max_version",
-                 "flexible")
-
-    def __init__(self, key: int, name: str, request: type, response: type,
-                 min_version: int, max_version: int, flexible: int | None) -> None:
-        self.key = key
-        self.name = name
-        self.request = request
-        self.response = response
-        self.min_version = min_version
-        self.max_version = max_version
-        self.flexible = flexible
+    key: int
+    name: str
+    request: type
+    response: type
+    min_version: int
+    max_version: int
+    flexible: int | None
 
     def __repr__(self) -> str:
         return f"ApiSpec({self.name}, key={self.key}, v{self.min_version}-v{self.max_version})"

@@ -158,10 +158,7 @@ def encode_offset_keys(group: str, partitions: Iterable[tuple[str, int]]) -> lis
 
 
 def encode_group_key(group: str) -> bytes:
-    w = Writer()
-    w.int16(GROUP_KEY_VERSION)
-    w.string(group)
-    return w.getvalue()
+    return _H.pack(GROUP_KEY_VERSION) + _str16(group)
 
 
 def encode_offset_value(om: OffsetAndMetadata) -> bytes:

@@ -12,8 +12,8 @@ from typing import Any, NoReturn
 from sparklog.cli.errors import USAGE_EXIT, print_error
 from sparklog.protocol.errors import InvalidTopicError
 
-__all__ = ["CliParser", "action_parsers", "port_number", "bootstrap_servers", "topic_name",
-           "key_value"]
+__all__ = ["CliParser", "action_parsers", "add_flags", "port_number", "bootstrap_servers",
+           "topic_name", "key_value"]
 
 
 class CliParser(argparse.ArgumentParser):
@@ -23,6 +23,12 @@ class CliParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         print_error(f"{message}; see '{self.prog} --help'")
         raise SystemExit(USAGE_EXIT)
+
+
+def add_flags(p: argparse._ActionsContainer, helps: dict[str, str]) -> None:
+    """On/off options (``store_true``): each ``--flag`` of ``helps`` with its help text."""
+    for flag, text in helps.items():
+        p.add_argument(flag, action="store_true", help=text)
 
 
 def action_parsers(subparsers: Any, name: str, *, help: str, description: str

@@ -24,7 +24,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from sparklog.cli.arguments import key_value, topic_name
+from sparklog.cli.arguments import add_flags, key_value, topic_name
 from sparklog.cli.client_common import add_client_command, client_config
 from sparklog.cli.errors import CliError, UsageError, no_such_topic
 
@@ -58,15 +58,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--timeout-ms", type=int, default=None,
                    help="exit after reading for this long; with --group counted from the "
                         "group's assignment (default: no limit)")
-    p.add_argument("--print-key", action="store_true", help="print each message's key")
-    p.add_argument("--print-offset", action="store_true",
-                   help="print each message's offset (Offset:N)")
-    p.add_argument("--print-partition", action="store_true",
-                   help="print each message's partition (Partition:N)")
-    p.add_argument("--print-timestamp", action="store_true",
-                   help="print each message's timestamp (CreateTime:MS or LogAppendTime:MS)")
-    p.add_argument("--print-headers", action="store_true",
-                   help="print each message's headers (k1:v1,k2:v2 or NO_HEADERS)")
+    add_flags(p, {
+        "--print-key": "print each message's key",
+        "--print-offset": "print each message's offset (Offset:N)",
+        "--print-partition": "print each message's partition (Partition:N)",
+        "--print-timestamp": "print each message's timestamp (CreateTime:MS or LogAppendTime:MS)",
+        "--print-headers": "print each message's headers (k1:v1,k2:v2 or NO_HEADERS)",
+    })
     p.add_argument("--key-separator", default="\t", metavar="S",
                    help="separator between the printed fields (default a tab)")
     p.add_argument("--json", action="store_true",

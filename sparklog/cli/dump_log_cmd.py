@@ -15,6 +15,7 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
+from sparklog.cli.arguments import add_flags
 from sparklog.cli.client_common import add_verbose
 from sparklog.cli.errors import CliError, wrap
 
@@ -31,8 +32,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                                           "kafka-dump-log.sh).")
     p.add_argument("files", nargs="+", metavar="FILE",
                    help="segment files: NNN.log, NNN.index, NNN.timeindex or NNN.txnindex")
-    p.add_argument("--print-data", action="store_true", help="print every record and its payload")
-    p.add_argument("--deep-iteration", action="store_true", help="print every record")
+    add_flags(p, {
+        "--print-data": "print every record and its payload",
+        "--deep-iteration": "print every record",
+    })
     add_verbose(p)
     p.set_defaults(func=wrap(_run))
     return p

@@ -11,7 +11,7 @@ import argparse
 import datetime as dt
 from typing import TYPE_CHECKING, Any
 
-from sparklog.cli.arguments import action_parsers
+from sparklog.cli.arguments import action_parsers, add_flags
 from sparklog.cli.client_common import add_client_command, admin_change, admin_client
 from sparklog.cli.errors import CliError, UsageError, warn
 
@@ -44,12 +44,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     which.add_argument("--group", help="the group to describe")
     which.add_argument("--all-groups", action="store_true", help="describe every group")
     what = d.add_mutually_exclusive_group()
-    what.add_argument("--offsets", action="store_true",
-                      help="committed offset, log end offset and lag per partition (default)")
-    what.add_argument("--members", action="store_true",
-                      help="the group's members and how many partitions each holds")
-    what.add_argument("--state", action="store_true",
-                      help="coordinator, assignment strategy, state and member count")
+    add_flags(what, {
+        "--offsets": "committed offset, log end offset and lag per partition (default)",
+        "--members": "the group's members and how many partitions each holds",
+        "--state": "coordinator, assignment strategy, state and member count",
+    })
 
     r = add_client_command(sub, _reset, "reset-offsets", help="move a group's committed offsets")
     r.add_argument("--group", required=True, help="the group whose offsets to move")
@@ -59,10 +58,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     tgt.add_argument("--all-topics", action="store_true",
                      help="every partition the group has committed offsets for")
     how = r.add_mutually_exclusive_group(required=True)
-    how.add_argument("--to-earliest", action="store_true", help="to each log's start")
-    how.add_argument("--to-latest", action="store_true", help="to each log's end")
-    how.add_argument("--to-current", action="store_true",
-                     help="to the committed offset (the log end where there is none)")
+    add_flags(how, {
+        "--to-earliest": "to each log's start",
+        "--to-latest": "to each log's end",
+        "--to-current": "to the committed offset (the log end where there is none)",
+    })
     how.add_argument("--to-offset", type=int, default=None, metavar="OFFSET",
                      help="to this offset (kept inside each log's range, with a warning)")
     how.add_argument("--to-datetime", default=None, metavar="ISO8601",
@@ -72,8 +72,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                      help="by N (negative: back) from the committed offset (kept inside each "
                           "log's range, with a warning)")
     mode = r.add_mutually_exclusive_group()
-    mode.add_argument("--dry-run", action="store_true", help="only show the new offsets (default)")
-    mode.add_argument("--execute", action="store_true", help="commit the new offsets")
+    add_flags(mode, {
+        "--dry-run": "only show the new offsets (default)",
+        "--execute": "commit the new offsets",
+    })
 
     x = add_client_command(sub, _delete, "delete", help="delete a group and its committed offsets")
     x.add_argument("--group", required=True, help="the group to delete (must have no members)")

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from sparklog.cli.arguments import action_parsers, key_value, topic_name
+from sparklog.cli.arguments import action_parsers, add_flags, key_value, topic_name
 from sparklog.cli.client_common import add_client_command, client_config
 from sparklog.cli.errors import CliError, UsageError, warn
 
@@ -65,12 +65,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     pc.add_argument("--messages", type=int, required=True, help="records to read")
     pc.add_argument("--timeout-ms", "--timeout", type=int, default=10000, dest="timeout_ms",
                     help="stop when no record arrived for this long (default 10000)")
-    pc.add_argument("--per-record", action="store_true",
-                    help="use Consumer.consume instead of the Arrow fetch path")
-    pc.add_argument("--from-latest", action="store_true",
-                    help="start at the log end instead of the log start")
-    pc.add_argument("--show-detailed-stats", action="store_true",
-                    help="one line per --reporting-interval instead of one summary")
+    add_flags(pc, {
+        "--per-record": "use Consumer.consume instead of the Arrow fetch path",
+        "--from-latest": "start at the log end instead of the log start",
+        "--show-detailed-stats": "one line per --reporting-interval instead of one summary",
+    })
     pc.add_argument("--reporting-interval", type=int, default=5000, metavar="MS",
                     help="interval of the detailed stats (default 5000)")
     pc.add_argument("--hide-header", action="store_true", help="print no column header")

@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from sparklog.cli.arguments import action_parsers, key_value, topic_name
+from sparklog.cli.arguments import action_parsers, add_flags, key_value, topic_name
 from sparklog.cli.client_common import add_client_command, admin_change, admin_client
 from sparklog.cli.errors import CliError, UsageError, no_such_topic
 
@@ -42,10 +42,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     d = add_client_command(sub, _describe, "describe",
                            help="partitions, leaders, replicas, ISR and configs")
     d.add_argument("--topic", default=None, help="the topic to describe (default: all)")
-    d.add_argument("--under-replicated-partitions", action="store_true",
-                   help="only partitions whose ISR is smaller than their replica list")
-    d.add_argument("--unavailable-partitions", action="store_true",
-                   help="only partitions without a live leader")
+    add_flags(d, {
+        "--under-replicated-partitions":
+            "only partitions whose ISR is smaller than their replica list",
+        "--unavailable-partitions": "only partitions without a live leader",
+    })
     _add_exclude_internal(d)
 
     a = add_client_command(sub, _alter, "alter", help="add partitions or change configs")
@@ -80,10 +81,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     what = r.add_mutually_exclusive_group(required=True)
     what.add_argument("--replicas", type=_broker_ids, default=None, metavar="ID,ID,...",
                       help="the new replica list, preferred leader first")
-    what.add_argument("--cancel", action="store_true",
-                      help="cancel the partition's ongoing reassignment")
-    what.add_argument("--list", action="store_true",
-                      help="list ongoing reassignments (of --topic, or all)")
+    add_flags(what, {
+        "--cancel": "cancel the partition's ongoing reassignment",
+        "--list": "list ongoing reassignments (of --topic, or all)",
+    })
 
     x = add_client_command(sub, _delete, "delete", help="delete a topic")
     x.add_argument("--topic", required=True, help="the topic to delete")

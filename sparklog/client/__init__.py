@@ -8,8 +8,9 @@ synchronous.
 from sparklog.client.admin import AdminClient, NewTopic, OffsetSpec
 from sparklog.client.arrow_fetch import ArrowFetcher, FetchAhead, FetchedRows, FetchRange
 from sparklog.client.consumer import Consumer, ConsumerRecord
+from sparklog.client.delivery import DeliveryError, ProducerInterceptor, RecordMetadata
 from sparklog.client.metadata import PartitionMetadata, TopicMetadata
-from sparklog.client.producer import DeliveryError, Producer, ProducerInterceptor, RecordMetadata
+from sparklog.client.producer import Producer
 from sparklog.client.transactions import PreparedTxnState, TransactionStateError
 from sparklog.protocol.topic_partition import TopicPartition
 

@@ -30,7 +30,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -38,6 +37,7 @@ import pyarrow as pa
 
 from sparklog.client.connection import KafkaConnectionError, KafkaTimeoutError
 from sparklog.client.core import conf_bool, conf_int
+from sparklog.client.delivery import DeliveryError, RecordMetadata
 from sparklog.client.partitioner import Partitioner
 from sparklog.client.producer_batch import BatchFormat, PartitionQueue, ProducerBatch
 from sparklog.client.sync_client import SyncClient
@@ -56,40 +56,7 @@ from sparklog.protocol.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Producer", "RecordMetadata", "ProducerInterceptor", "DeliveryError"]
-
-
-
-@dataclass(slots=True)
-class RecordMetadata:
-    """What a delivery report carries (and what ``send()``'s future resolves to)."""
-
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int
-    key: bytes | None = None
-    value: bytes | None = None
-
-    # confluent-kafka Message-style accessors, so callbacks written for it work unchanged
-    def error(self) -> None:
-        return None
-
-
-class DeliveryError(SparklogError):
-    """Records could not be delivered (raised by ``flush`` for records without a callback)."""
-
-
-class ProducerInterceptor:
-    """Base class for ``interceptors``: seen on send and on acknowledgement (Kafka's
-    ProducerInterceptor). ``on_send`` may return replacement (key, value, headers)."""
-
-    def on_send(self, topic: str, partition: int | None, key: bytes | None,
-                value: bytes | None, headers: list | None) -> Any:
-        return None
-
-    def on_acknowledgement(self, metadata: RecordMetadata | None, error: Exception | None) -> None:
-        return None
+__all__ = ["Producer"]
 
 
 def _acks(v: Any) -> int:

@@ -8,7 +8,9 @@ so a restart on the same directory brings every broker back under its node id.
 
 Invariant: ``stop`` leaves no child running: brokers get SIGTERM first (their controlled
 shutdown needs the controller), then the controller; whatever has not exited within the
-grace period is killed.
+grace period is killed. A launcher that dies without stopping them (SIGKILL) leaves nothing
+either: each node holds a pipe from it as stdin and shuts down when the pipe closes
+(``sparklog server --stop-on-stdin-close``).
 """
 
 from __future__ import annotations
@@ -93,8 +95,10 @@ class LocalCluster:
         with open(node.log_path, "ab") as logf:
             node.proc = subprocess.Popen(
                 [sys.executable, "-m", "sparklog.cli.main", "server", "--data-dir",
-                 str(node.data_dir), "--port", str(node.port), *node.args],
-                stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
+                 str(node.data_dir), "--port", str(node.port), "--stop-on-stdin-close",
+                 *node.args],
+                stdin=subprocess.PIPE, stdout=logf, stderr=subprocess.STDOUT,
+                start_new_session=True)
         deadline = time.monotonic() + timeout
         while LISTENING not in node.log_path.read_bytes()[start_at:]:
             if node.proc.poll() is not None:

@@ -44,6 +44,25 @@ def test_cluster_start_describe_and_stop(tmp_path):
         assert not _alive(pid)
 
 
+def test_nodes_stop_when_the_launcher_is_sigkilled(tmp_path):
+    """Nothing is left running when the launcher dies without a chance to stop its nodes."""
+    port = free_port_run(2)
+    with subprocess.Popen(
+        [sys.executable, "-m", "sparklog.cli.main", "cluster", "start", "--brokers", "1",
+         "--data-dir", str(tmp_path / "c"), "--port", str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=str(REPO), text=True) as proc:
+        assert proc.stdout is not None
+        pids = []
+        for _ in range(2):
+            m = _NODE.fullmatch(proc.stdout.readline().strip())
+            assert m, "one line per node"
+            pids.append(int(m[3]))
+        assert proc.stdout.readline().startswith("bootstrap.servers=")
+        proc.kill()
+    wait_for(lambda: not any(_alive(pid) for pid in pids), timeout=30,
+             what="every node gone after its launcher's SIGKILL")
+
+
 def _drive(proc: subprocess.Popen[str], port: int) -> dict[int, tuple[str, int, str]]:
     """Check the running cluster, then SIGTERM the launcher; the nodes it printed."""
     nodes: dict[int, tuple[str, int, str]] = {}

@@ -16,19 +16,12 @@ from tests.helpers.cli import ok, run
 from tests.helpers.kafka_clients import ck_consume, ck_produce, create_topic, make_messages
 from tests.helpers.net import free_port_run
 from tests.helpers.polling import wait_for
+from tests.helpers.procs import alive
 from tests.helpers.servers import REPO
 
 pytestmark = pytest.mark.timeout(120)
 
 _NODE = re.compile(r"node (\d+) (controller|broker) pid (\d+) address (\S+) data (\S+) log (\S+)")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def test_cluster_start_describe_and_stop(tmp_path):
@@ -41,7 +34,7 @@ def test_cluster_start_describe_and_stop(tmp_path):
         nodes = _drive(proc, port)
     assert proc.returncode == 0
     for _, pid, _ in nodes.values():
-        assert not _alive(pid)
+        assert not alive(pid)
 
 
 def test_nodes_stop_when_the_launcher_is_sigkilled(tmp_path):
@@ -59,7 +52,7 @@ def test_nodes_stop_when_the_launcher_is_sigkilled(tmp_path):
             pids.append(int(m[3]))
         assert proc.stdout.readline().startswith("bootstrap.servers=")
         proc.kill()
-    wait_for(lambda: not any(_alive(pid) for pid in pids), timeout=30,
+    wait_for(lambda: not any(alive(pid) for pid in pids), timeout=30,
              what="every node gone after its launcher's SIGKILL")
 
 

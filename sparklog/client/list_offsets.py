@@ -9,8 +9,9 @@ from __future__ import annotations
 import asyncio
 import time
 
+from sparklog.client.connection import KafkaConnectionError, KafkaTimeoutError
 from sparklog.client.core import AsyncClient
-from sparklog.protocol.errors import KafkaError, error_for_code
+from sparklog.protocol.errors import error_for_code
 from sparklog.protocol.messages.fetch import ListOffsetsRequest
 from sparklog.protocol.topic_partition import TopicPartition
 
@@ -32,7 +33,7 @@ async def list_offsets(client: AsyncClient, specs: dict[TopicPartition, int],
         for tp in todo:
             by_leader.setdefault(await client.leader_id(tp), []).append(tp)
         retry: dict[TopicPartition, int] = {}
-        last_err: KafkaError | None = None
+        last_err: Exception | None = None
         for leader, tps in by_leader.items():
             topics: dict[str, list] = {}
             for tp in tps:
@@ -41,7 +42,14 @@ async def list_offsets(client: AsyncClient, specs: dict[TopicPartition, int],
             req = ListOffsetsRequest(replica_id=-1, isolation_level=isolation_level, topics=[
                 ListOffsetsRequest.ListOffsetsTopic(name=t, partitions=ps)
                 for t, ps in topics.items()])
-            resp = await client.send_node(leader, req)
+            try:
+                resp = await client.send_node(leader, req)
+            except (KafkaConnectionError, KafkaTimeoutError) as e:
+                # a dead leader: its partitions are asked again where fresh metadata points
+                for tp in tps:
+                    retry[tp] = todo[tp]
+                last_err = e
+                continue
             for t in resp.topics:
                 for p in t.partitions:
                     tp = TopicPartition(t.name, p.partition_index)

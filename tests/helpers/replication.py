@@ -133,13 +133,21 @@ def damage(bootstrap: str, topic: str, partitions: int, producer: AckedProducer,
 def records_to_end(bootstrap: str, topic: str, partitions: int) -> int:
     """How many records ``topic`` holds below each partition's high watermark now, records
     written but never acknowledged included."""
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    def watermarks(c: Consumer, p: int) -> tuple[int, int]:
+        # right after a leader moves, librdkafka may time out once on stale metadata
+        for attempt in range(3):
+            try:
+                return c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            except KafkaException:
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"records-to-end-{topic}"})
     try:
-        return sum(hi - lo for lo, hi in (
-            c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-            for p in range(partitions)))
+        return sum(hi - lo for lo, hi in (watermarks(c, p) for p in range(partitions)))
     finally:
         c.close()
 

@@ -7,9 +7,8 @@ One pass over a log:
    data a consumer could not read yet, never an open transaction) and whose newest
    timestamp is older than ``min.compaction.lag.ms``.
 2. Without the lock (sealed segments are immutable), map every key to its last offset in that
-   range. Records of aborted transactions (the range's ``.txnindex`` entries) count for
-   nothing and are dropped in step 3, as Kafka does; transaction markers are kept, and so
-   are the ``.txnindex`` entries (carried into the output segment).
+   range. Records of aborted transactions (the ``.txnindex`` entries overlapping the range,
+   whose markers may lie past it) count for nothing and are dropped in step 3, as Kafka does.
 3. Rewrite the range in groups of segments that fit ``segment.bytes``: a batch whose records
    all survive is copied byte for byte; otherwise its surviving records are re-encoded with
    their original offsets, producer fields and the original offset span (so idempotent
@@ -17,6 +16,13 @@ One pass over a log:
    producer's last batch (kept empty, as Kafka does, so producer state survives).
    Tombstones (null value) get a delete horizon of now + ``delete.retention.ms`` stored in the
    batch (KIP-534) the first time they are cleaned, and are dropped by a later pass after it.
+   Transaction markers follow ``cleaned_txns``: kept while a batch of their transaction is
+   left, then given a delete horizon the same way and dropped after it (a marker that is
+   its producer's last entry stays, for the epoch). The output ``.txnindex`` holds the
+   entries of the ABORT markers kept; when a marker goes, older producer snapshots go too
+   (one could name its transaction open, and nothing after it would close it).
+   A pass is due when the range is dirty enough, or when a delete horizon written by an
+   earlier pass has passed (``PartitionLog.cleaner_next_horizon_ms``, in memory).
 4. Swap crash-safely. The output is written as ``<base>.log.cleaned`` (+ indexes) and fsynced,
    renamed to ``.swap``, the replaced segments are renamed ``.deleted`` (deleted after
    ``file.delete.delay.ms``; open readers keep their descriptors) and the ``.swap`` becomes the
@@ -33,8 +39,10 @@ import os
 from dataclasses import dataclass
 
 from sparklog.protocol.batch_header import BatchView
-from sparklog.protocol.records import Record, decode_batch, encode_batch
+from sparklog.protocol.control_records import parse_control_record_key
+from sparklog.protocol.records import Record, RecordBatch, decode_batch, encode_batch
 
+from .cleaned_txns import CleanedTxns
 from .partition_log import PartitionLog
 from .segment import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, TXN_INDEX_SUFFIX, LogSegment
 from .txn_index import AbortedTxn
@@ -74,12 +82,14 @@ def cleanable_range(plog: PartitionLog, now_ms: int) -> list[LogSegment]:
     return out
 
 
-def _dirty_ratio(segs: list[LogSegment], first_dirty: int) -> float:
+def _dirty_ratio(segs: list[LogSegment], end_offset: int, first_dirty: int) -> float:
+    """The share of the range's bytes in segments holding offsets at or past
+    ``first_dirty`` (``end_offset``: where the range ends)."""
     total = sum(s.size for s in segs)
     if total == 0:
         return 0.0
-    dirty = sum(s.size for i, s in enumerate(segs)
-                if (segs[i + 1].base_offset if i + 1 < len(segs) else 2**63) > first_dirty)
+    ends = [s.base_offset for s in segs[1:]] + [end_offset]
+    dirty = sum(s.size for s, end in zip(segs, ends, strict=True) if end > first_dirty)
     return dirty / total
 
 
@@ -104,28 +114,42 @@ def clean_log(plog: PartitionLog, now_ms: int | None = None, *, force: bool = Fa
         segs = cleanable_range(plog, now)
         if not segs:
             return None
-        first_dirty = getattr(plog, "cleaner_checkpoint", 0)
-        if not force and _dirty_ratio(segs, first_dirty) < cfg.min_cleanable_dirty_ratio:
-            return None
         end_offset = plog._segments[len(segs)].base_offset
-        producer_last = {pid: e.last_offset for pid, e in plog.producer_state.producers.items()}
+        horizon = plog.cleaner_next_horizon_ms
+        if not (force or (horizon is not None and now >= horizon)
+                or _dirty_ratio(segs, end_offset, plog.cleaner_checkpoint)
+                >= cfg.min_cleanable_dirty_ratio):
+            return None
+        aborted = plog.aborted_transactions(segs[0].base_offset, end_offset)
+        producer_last = {pid: (e.last_offset, e.producer_epoch)
+                         for pid, e in plog.producer_state.producers.items()}
         plog.cleaning = True
     try:
-        return _clean(plog, segs, end_offset, producer_last, now, crash_at)
+        return _clean(plog, segs, end_offset, aborted, producer_last, now, crash_at)
     finally:
         plog.cleaning = False
 
 
+def _control_type(raw: bytes) -> int:
+    """The record type of a control batch (-1 for one left empty)."""
+    records = decode_batch(raw, verify_crc=False).records
+    return parse_control_record_key(records[0].key)[1] if records else -1
+
+
 def _clean(plog: PartitionLog, segs: list[LogSegment], end_offset: int,
-           producer_last: dict[int, int], now: int, crash_at: str | None) -> CleanResult | None:
+           aborted: list[AbortedTxn], producer_last: dict[int, tuple[int, int]], now: int,
+           crash_at: str | None) -> CleanResult | None:
     cfg = plog.config
     # 1. key -> last offset over the cleanable range
-    aborted = _AbortedRanges([e for seg in segs for e in seg.txn_index.entries])
+    txns = CleanedTxns(aborted)
     offset_map: dict[bytes, int] = {}
     for seg in segs:
         for _b, raw in _iter_batches(seg):
             view = BatchView(raw)
-            if view.is_control or aborted.holds(view):
+            if view.is_control:
+                txns.on_marker(view, _control_type(raw))
+                continue
+            if txns.on_data_batch(view):
                 continue
             for r in decode_batch(raw, verify_crc=False).records:
                 if r.key is not None:
@@ -147,10 +171,12 @@ def _clean(plog: PartitionLog, segs: list[LogSegment], end_offset: int,
     removed = 0
     bytes_before = sum(s.size for s in segs)
     bytes_after = 0
+    txns = CleanedTxns(aborted)
+    horizons: list[int] = []
     for group in groups:
-        cleaned, n_removed = _write_cleaned(plog, group, offset_map, producer_last, now,
-                                            aborted)
-        removed += n_removed
+        w = _GroupWriter(plog, group, offset_map, producer_last, now, txns, horizons)
+        cleaned = w.write()
+        removed += w.removed
         bytes_after += cleaned.size
         if crash_at == "cleaned":
             raise SimulatedCrash("after writing .cleaned")
@@ -160,107 +186,128 @@ def _clean(plog: PartitionLog, segs: list[LogSegment], end_offset: int,
                 cleaned.delete_files()
                 return None
             _swap(plog, group, cleaned, crash_at)
+            if w.last_marker_removed >= 0:
+                plog.producer_state.delete_snapshots_through(w.last_marker_removed)
     with plog.lock():
         plog.cleaner_checkpoint = end_offset
+        plog.cleaner_next_horizon_ms = min(horizons, default=None)
         after = len(plog._segments)
     log.info("cleaned %s-%d up to %d: %d -> %d bytes, %d records removed", plog.topic,
              plog.partition, end_offset, bytes_before, bytes_after, removed)
     return CleanResult(len(segs), after, bytes_before, bytes_after, removed, end_offset)
 
 
-class _AbortedRanges:
-    """Which transactional batches belong to an aborted transaction: per producer, the
-    [first offset, marker offset] spans of its aborted transactions."""
+class _GroupWriter:
+    """Writes the ``.cleaned`` segment replacing one group (step 3): what it removed, the
+    offset of the last marker it removed, and (into ``horizons``) the delete horizons still
+    ahead of ``now`` in what it wrote."""
 
-    def __init__(self, entries: list[AbortedTxn]) -> None:
-        self._by_producer: dict[int, list[tuple[int, int]]] = {}
-        for e in entries:
-            self._by_producer.setdefault(e.producer_id, []).append((e.first_offset,
-                                                                    e.last_offset))
+    def __init__(self, plog: PartitionLog, group: list[LogSegment],
+                 offset_map: dict[bytes, int], producer_last: dict[int, tuple[int, int]],
+                 now: int, txns: CleanedTxns, horizons: list[int]) -> None:
+        self.plog, self.group, self.offset_map = plog, group, offset_map
+        self.producer_last, self.now, self.txns, self.horizons = producer_last, now, txns, horizons
+        self.removed = 0
+        self.last_marker_removed = -1
+        # the group's last batch stays (maybe empty) so a half-done swap's offset range
+        # covers every segment it replaces
+        self.group_last = group[-1].next_offset - 1
+        cfg = plog.config
+        base = group[0].base_offset
+        stale = os.path.join(plog.directory, f"{base:020d}.log{CLEANED_SUFFIX}")
+        if os.path.exists(stale):
+            os.remove(stale)
+        self.out = LogSegment(plog.directory, base, index_interval_bytes=cfg.index_interval_bytes,
+                              max_index_entries=cfg.max_index_entries, suffix=CLEANED_SUFFIX,
+                              created_ms=now)
+        self.out.offset_index.reset()
+        self.out.time_index.reset()
+        self.out.txn_index.truncate_to(-1)
 
-    def holds(self, view: BatchView) -> bool:
-        if not self._by_producer or not view.is_transactional:
-            return False
-        spans = self._by_producer.get(view.producer_id, ())
-        return any(first <= view.base_offset < last for first, last in spans)
+    def write(self) -> LogSegment:
+        for seg in self.group:
+            for _b, raw in _iter_batches(seg):
+                view = BatchView(raw)
+                if view.is_control:
+                    self._marker(view, raw)
+                else:
+                    self._data(view, raw)
+        self.out.on_become_inactive()
+        self.out.flush(fsync=True)
+        return self.out
 
+    def _append(self, raw: bytes) -> None:
+        v = BatchView(raw)
+        if v.has_delete_horizon and v.delete_horizon_ms > self.now:
+            self.horizons.append(v.delete_horizon_ms)
+        self.out.append([raw], len(raw), [(v.base_offset, v.last_offset, v.size, v.max_timestamp)])
 
-def _write_cleaned(plog: PartitionLog, group: list[LogSegment], offset_map: dict[bytes, int],
-                   producer_last: dict[int, int], now: int,
-                   aborted: _AbortedRanges) -> tuple[LogSegment, int]:
-    cfg = plog.config
-    base = group[0].base_offset
-    stale = os.path.join(plog.directory, f"{base:020d}.log{CLEANED_SUFFIX}")
-    if os.path.exists(stale):
-        os.remove(stale)
-    out = LogSegment(plog.directory, base, index_interval_bytes=cfg.index_interval_bytes,
-                     max_index_entries=cfg.max_index_entries, suffix=CLEANED_SUFFIX,
-                     created_ms=now)
-    out.offset_index.reset()
-    out.time_index.reset()
-    out.txn_index.truncate_to(-1)
-    removed = 0
-    group_end = group[-1].next_offset
-    for seg in group:
-        for e in seg.txn_index.entries:
-            out.txn_index.append(e)
-        for _b, raw in _iter_batches(seg):
-            view = BatchView(raw)
-            if view.is_control:
-                _append(out, raw)
-                continue
+    def _marker(self, view: BatchView, raw: bytes) -> None:
+        discardable, entry = self.txns.on_marker(view, _control_type(raw))
+        if entry is not None:
+            self.out.txn_index.append(entry)
+        last_data, epoch = self.producer_last.get(view.producer_id, (0, -1))
+        # a producer whose last entry is a marker keeps it: it carries the current epoch
+        keep = (last_data < 0 and view.producer_epoch == epoch) or view.last_offset == self.group_last
+        if not discardable:
+            self._append(raw)
+        elif not view.has_delete_horizon:
             batch = decode_batch(raw, verify_crc=False)
-            # an aborted transaction's records: none survives (the emptied batch may stay
-            # below, for producer state or the group's offset range)
-            was_aborted = aborted.holds(view)
-            horizon = batch.delete_horizon_ms
-            drop_tombstones = batch.has_delete_horizon and now >= horizon
-            keep: list[Record] = []
-            has_tombstone = False
-            for r in batch.records:
-                if was_aborted or r.key is None or offset_map.get(bytes(r.key), -1) > r.offset:
+            self._append(_reencode(batch, batch.records, self.now + self.plog.config.delete_retention_ms,
+                                   self.now))
+        elif keep or self.now < view.delete_horizon_ms:
+            self._append(raw)
+        else:
+            self.removed += view.record_count
+            self.last_marker_removed = view.last_offset
+
+    def _data(self, view: BatchView, raw: bytes) -> None:
+        now = self.now
+        batch = decode_batch(raw, verify_crc=False)
+        # an aborted transaction's records: none survives (the emptied batch may stay
+        # below, for producer state or the group's offset range)
+        was_aborted = self.txns.on_data_batch(view)
+        horizon = batch.delete_horizon_ms
+        drop_tombstones = batch.has_delete_horizon and now >= horizon
+        keep: list[Record] = []
+        has_tombstone = False
+        for r in batch.records:
+            if was_aborted or r.key is None or self.offset_map.get(bytes(r.key), -1) > r.offset:
+                continue
+            if r.value is None:
+                if drop_tombstones:
                     continue
-                if r.value is None:
-                    if drop_tombstones:
-                        continue
-                    has_tombstone = True
-                keep.append(r)
-            removed += len(batch.records) - len(keep)
-            set_horizon = has_tombstone and not batch.has_delete_horizon
-            if len(keep) == len(batch.records) and not set_horizon:
-                _append(out, raw)
-                continue
-            last_of_producer = batch.producer_id >= 0 and \
-                producer_last.get(batch.producer_id) == batch.last_offset
-            # the group's last batch stays (maybe empty) so a half-done swap's offset range
-            # covers every segment it replaces
-            last_of_group = batch.last_offset == group_end - 1
-            if not keep and not (last_of_producer or last_of_group):
-                continue
-            new_horizon = (now + cfg.delete_retention_ms) if set_horizon else (
-                horizon if batch.has_delete_horizon and keep else None)
-            if new_horizon is not None and not any(r.value is None for r in keep):
-                new_horizon = None
-            recs = [Record(r.key, r.value, r.headers, r.timestamp, offset_delta=r.offset - batch.base_offset)
-                    for r in keep]
-            data = encode_batch(
-                recs, base_offset=batch.base_offset, compression=batch.compression,
-                producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
-                base_sequence=batch.base_sequence, is_transactional=batch.is_transactional,
-                partition_leader_epoch=batch.partition_leader_epoch,
-                timestamp_type=batch.timestamp_type,
-                log_append_time=batch.max_timestamp if batch.timestamp_type == 1 else None,
-                delete_horizon_ms=new_horizon, last_offset_delta=batch.last_offset_delta,
-                now_ms=now)
-            _append(out, data)
-    out.on_become_inactive()
-    out.flush(fsync=True)
-    return out, removed
+                has_tombstone = True
+            keep.append(r)
+        self.removed += len(batch.records) - len(keep)
+        set_horizon = has_tombstone and not batch.has_delete_horizon
+        if len(keep) == len(batch.records) and not set_horizon:
+            self._append(raw)
+            return
+        last_of_producer = batch.producer_id >= 0 and \
+            self.producer_last.get(batch.producer_id, (-1, -1))[0] == batch.last_offset
+        if not keep and not (last_of_producer or batch.last_offset == self.group_last):
+            return
+        new_horizon = (now + self.plog.config.delete_retention_ms) if set_horizon else (
+            horizon if batch.has_delete_horizon and keep else None)
+        if new_horizon is not None and not any(r.value is None for r in keep):
+            new_horizon = None
+        self._append(_reencode(batch, keep, new_horizon, now))
 
 
-def _append(out: LogSegment, raw: bytes) -> None:
-    v = BatchView(raw)
-    out.append([raw], len(raw), [(v.base_offset, v.last_offset, v.size, v.max_timestamp)])
+def _reencode(batch: RecordBatch, keep: list[Record], horizon: int | None, now: int) -> bytes:
+    """``batch`` holding only ``keep``, with its offsets, producer fields, offset span and
+    kind, and the delete horizon ``horizon`` (KIP-534) when not None."""
+    recs = [Record(r.key, r.value, r.headers, r.timestamp,
+                   offset_delta=r.offset - batch.base_offset) for r in keep]
+    return encode_batch(
+        recs, base_offset=batch.base_offset, compression=batch.compression,
+        producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
+        base_sequence=batch.base_sequence, is_transactional=batch.is_transactional,
+        is_control=batch.is_control, partition_leader_epoch=batch.partition_leader_epoch,
+        timestamp_type=batch.timestamp_type,
+        log_append_time=batch.max_timestamp if batch.timestamp_type == 1 else None,
+        delete_horizon_ms=horizon, last_offset_delta=batch.last_offset_delta, now_ms=now)
 
 
 def _swap(plog: PartitionLog, group: list[LogSegment], cleaned: LogSegment,

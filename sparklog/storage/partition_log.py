@@ -114,6 +114,7 @@ class PartitionLog:
         self._roll_jitter_ms = random.randrange(jitter) if jitter > 0 else 0
         self.cleaning = False  # set by the cleaner while it works on this log
         self.cleaner_checkpoint = 0  # first offset not yet compacted (cleaner-offset-checkpoint)
+        self.cleaner_next_horizon_ms: int | None = None  # a delete horizon the cleaner awaits
         os.makedirs(directory, exist_ok=True)
 
         self.topic_id = check_topic_id(directory, topic_id)

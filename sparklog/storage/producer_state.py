@@ -442,6 +442,13 @@ class ProducerStateManager:
         except FileNotFoundError:
             pass
 
+    def delete_snapshots_through(self, offset: int) -> None:
+        """Drop the snapshots at or below ``offset`` (compaction removed a transaction
+        marker there: an older snapshot may name its transaction open)."""
+        for off in self.snapshot_offsets():
+            if off <= offset:
+                self._remove_snapshot(off)
+
     def delete_snapshots_from(self, offset: int) -> None:
         for off in self.snapshot_offsets():
             if off >= offset:

@@ -11,10 +11,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sparklog.protocol.batch_header import stamp_offset_and_epoch
+from sparklog.protocol.control_records import encode_control_batch
 from sparklog.protocol.records import Record, RecordBatch, decode_batches, encode_batch
 from sparklog.storage import PartitionLog
 
-__all__ = ["make_batch", "read_all", "read_records", "strip_stamped"]
+__all__ = ["append_committed", "append_marker", "make_batch", "read_all", "read_records",
+           "strip_stamped", "txn_batch"]
 
 
 def make_batch(n: int = 3, *, key_prefix: bytes | None = b"k", value_size: int = 20,
@@ -34,6 +36,29 @@ def make_batch(n: int = 3, *, key_prefix: bytes | None = b"k", value_size: int =
     return encode_batch(recs, base_offset=base_offset, producer_id=producer_id,
                         producer_epoch=producer_epoch, base_sequence=base_sequence,
                         is_transactional=is_transactional, now_ms=now_ms)
+
+
+def txn_batch(pid: int, seq: int, n: int = 2, epoch: int = 0, **kw) -> bytes:
+    """A transactional batch of producer ``pid`` (``make_batch``'s keywords pass through)."""
+    return make_batch(n, producer_id=pid, producer_epoch=epoch, base_sequence=seq,
+                      is_transactional=True, ts=None, **kw)
+
+
+def append_committed(log: PartitionLog, batch: bytes) -> int:
+    """Append ``batch`` as the leader and move the HW to the LEO; its first offset."""
+    info = log.append_as_leader(batch, 0)
+    log.update_high_watermark(log.log_end_offset)
+    return info.first_offset
+
+
+def append_marker(log: PartitionLog, pid: int, commit: bool, epoch: int = 0) -> int:
+    """Append ``pid``'s COMMIT or ABORT marker as the coordinator does, HW to the LEO; its
+    offset."""
+    info = log.append_as_leader(encode_control_batch(commit, producer_id=pid,
+                                                     producer_epoch=epoch, coordinator_epoch=3),
+                                0, origin="coordinator")
+    log.update_high_watermark(log.log_end_offset)
+    return info.first_offset
 
 
 def read_all(log: PartitionLog, start: int | None = None,

@@ -9,62 +9,48 @@ import os
 import struct
 from pathlib import Path
 
-from sparklog.protocol.control_records import encode_control_batch
 from sparklog.storage import LogConfig, PartitionLog
 from sparklog.storage.cleaner import clean_log
 from sparklog.storage.txn_index import AbortedTxn, TransactionIndex
-from tests.helpers.batches import make_batch, read_records
+from tests.helpers.batches import (
+    append_committed,
+    append_marker,
+    make_batch,
+    read_records,
+    txn_batch,
+)
 
 A, B = 1001, 1002
 
 
-def txn(pid: int, seq: int, n: int = 2, epoch: int = 0, **kw) -> bytes:
-    return make_batch(n, producer_id=pid, producer_epoch=epoch, base_sequence=seq,
-                      is_transactional=True, ts=None, **kw)
-
-
-def marker(log: PartitionLog, pid: int, commit: bool, epoch: int = 0) -> int:
-    info = log.append_as_leader(encode_control_batch(commit, producer_id=pid,
-                                                     producer_epoch=epoch, coordinator_epoch=3),
-                                0, origin="coordinator")
-    log.update_high_watermark(log.log_end_offset)
-    return info.first_offset
-
-
-def append(log: PartitionLog, batch: bytes) -> int:
-    info = log.append_as_leader(batch, 0)
-    log.update_high_watermark(log.log_end_offset)
-    return info.first_offset
-
-
 def test_lso_follows_open_transactions(tmp_path):
     log = PartitionLog(str(tmp_path / "t-0"))
-    append(log, make_batch(3, ts=None))
+    append_committed(log, make_batch(3, ts=None))
     assert log.last_stable_offset == log.high_watermark == 3
-    a0 = append(log, txn(A, 0))
-    b0 = append(log, txn(B, 0))
-    append(log, make_batch(1, ts=None))
+    a0 = append_committed(log, txn_batch(A, 0))
+    b0 = append_committed(log, txn_batch(B, 0))
+    append_committed(log, make_batch(1, ts=None))
     assert (a0, b0) == (3, 5)
     assert log.last_stable_offset == 3 and log.high_watermark == 8
-    append(log, txn(A, 2))  # same transaction: its first offset stays
-    m_a = marker(log, A, commit=True)
+    append_committed(log, txn_batch(A, 2))  # same transaction: its first offset stays
+    m_a = append_marker(log, A, commit=True)
     assert log.last_stable_offset == b0
-    m_b = marker(log, B, commit=False)
+    m_b = append_marker(log, B, commit=False)
     assert log.last_stable_offset == log.high_watermark == m_b + 1
     assert log.aborted_transactions(0, log.last_stable_offset) == [
         AbortedTxn(B, b0, m_b, m_b + 1)]
     assert log.aborted_transactions(m_b + 1, log.log_end_offset) == []
     assert m_a < m_b
     # a new transaction of A after its marker opens again
-    a1 = append(log, txn(A, 4))
+    a1 = append_committed(log, txn_batch(A, 4))
     assert log.last_stable_offset == a1
     log.close()
 
 
 def test_txnindex_bytes_are_kafkas(tmp_path):
     log = PartitionLog(str(tmp_path / "t-0"))
-    first = append(log, txn(A, 0))
-    m = marker(log, A, commit=False)
+    first = append_committed(log, txn_batch(A, 0))
+    m = append_marker(log, A, commit=False)
     path = os.path.join(log.directory, f"{0:020d}.txnindex")
     data = Path(path).read_bytes()
     assert data == struct.pack(">hqqqq", 0, A, first, m, m + 1)
@@ -74,8 +60,8 @@ def test_txnindex_bytes_are_kafkas(tmp_path):
 
 def test_committed_transactions_leave_no_index(tmp_path):
     log = PartitionLog(str(tmp_path / "t-0"))
-    append(log, txn(A, 0))
-    marker(log, A, commit=True)
+    append_committed(log, txn_batch(A, 0))
+    append_marker(log, A, commit=True)
     assert not os.path.exists(os.path.join(log.directory, f"{0:020d}.txnindex"))
     log.close()
 
@@ -83,14 +69,14 @@ def test_committed_transactions_leave_no_index(tmp_path):
 def test_open_transaction_and_index_survive_restart(tmp_path):
     d = str(tmp_path / "t-0")
     log = PartitionLog(d)
-    b0 = append(log, txn(B, 0))
-    mb = marker(log, B, commit=False)
-    a0 = append(log, txn(A, 0))
+    b0 = append_committed(log, txn_batch(B, 0))
+    mb = append_marker(log, B, commit=False)
+    a0 = append_committed(log, txn_batch(A, 0))
     log.close()
     log = PartitionLog(d, clean_shutdown=True, high_watermark=log.log_end_offset)
     assert log.last_stable_offset == a0
     assert log.aborted_transactions(0, a0) == [AbortedTxn(B, b0, mb, mb + 1)]
-    marker(log, A, commit=False)
+    append_marker(log, A, commit=False)
     assert log.last_stable_offset == log.log_end_offset
     log.close()
 
@@ -99,10 +85,10 @@ def test_index_rebuilt_after_a_crash(tmp_path):
     """No snapshot at the end (a crash) and the index file lost: replay writes it again."""
     d = str(tmp_path / "t-0")
     log = PartitionLog(d)
-    a0 = append(log, txn(A, 0))
-    b0 = append(log, txn(B, 0))
-    ma = marker(log, A, commit=False)
-    mb = marker(log, B, commit=False)
+    a0 = append_committed(log, txn_batch(A, 0))
+    b0 = append_committed(log, txn_batch(B, 0))
+    ma = append_marker(log, A, commit=False)
+    mb = append_marker(log, B, commit=False)
     for seg in log.segments:
         seg.close_fd_only()
     for name in os.listdir(d):
@@ -117,8 +103,8 @@ def test_index_rebuilt_after_a_crash(tmp_path):
 
 def test_truncation_drops_entries_and_reopens_transactions(tmp_path):
     log = PartitionLog(str(tmp_path / "t-0"))
-    a0 = append(log, txn(A, 0))
-    m = marker(log, A, commit=False)
+    a0 = append_committed(log, txn_batch(A, 0))
+    m = append_marker(log, A, commit=False)
     assert log.aborted_transactions(0, m + 1)
     log.truncate_to(m)  # the marker goes: the transaction is open again
     assert log.aborted_transactions(0, m) == []
@@ -133,9 +119,9 @@ def test_segments_roll_and_retention_keep_entries(tmp_path):
     aborted = []
     seq = 0
     for i in range(6):
-        first = append(log, txn(A, seq))
+        first = append_committed(log, txn_batch(A, seq))
         seq += 2
-        m = marker(log, A, commit=i % 2 == 0)
+        m = append_marker(log, A, commit=i % 2 == 0)
         if i % 2:
             aborted.append((first, m))
     assert log.num_segments > 2
@@ -150,11 +136,11 @@ def test_segments_roll_and_retention_keep_entries(tmp_path):
 def test_compaction_drops_aborted_records_and_keeps_markers(tmp_path):
     cfg = LogConfig(segment_bytes=250, cleanup_policy="compact")
     log = PartitionLog(str(tmp_path / "t-0"), cfg)
-    append(log, make_batch(1, keys=[b"k"], values=[b"committed"], ts=None))
-    append(log, txn(A, 0, n=1, keys=[b"k"], values=[b"aborted"]))
-    m = marker(log, A, commit=False)
+    append_committed(log, make_batch(1, keys=[b"k"], values=[b"committed"], ts=None))
+    append_committed(log, txn_batch(A, 0, n=1, keys=[b"k"], values=[b"aborted"]))
+    m = append_marker(log, A, commit=False)
     for i in range(4):  # later segments so the above becomes cleanable
-        append(log, make_batch(1, keys=[b"x%d" % i], values=[b"v"], ts=None))
+        append_committed(log, make_batch(1, keys=[b"x%d" % i], values=[b"v"], ts=None))
     log.roll()
     log.update_high_watermark(log.log_end_offset)
     assert clean_log(log, force=True) is not None
@@ -170,11 +156,11 @@ def test_lso_never_falls_below_the_log_start(tmp_path):
     the new log start, as Kafka clamps it, so read_committed readers are never sent below
     it."""
     log = PartitionLog(str(tmp_path / "t-0"))
-    a0 = append(log, txn(A, 0, n=4))
-    append(log, make_batch(3, ts=None))
+    a0 = append_committed(log, txn_batch(A, 0, n=4))
+    append_committed(log, make_batch(3, ts=None))
     assert log.last_stable_offset == a0 == 0
     assert log.delete_records(2) == 2
     assert log.last_stable_offset == 2
-    marker(log, A, commit=False)
+    append_marker(log, A, commit=False)
     assert log.last_stable_offset == log.high_watermark
     log.close()

@@ -194,6 +194,7 @@ class Broker:
             retention_check_interval_ms=int(cfg.get("log.retention.check.interval.ms")),
             checkpoint_interval_ms=int(cfg.get("log.flush.offset.checkpoint.interval.ms")),
             cleaner_enable=bool(cfg.get("log.cleaner.enable")),
+            cleaner_backoff_ms=int(cfg.get("log.cleaner.backoff.ms")),
             dir_locks=self._dir_locks,
             tier=self._open_tier(),
         )

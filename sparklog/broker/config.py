@@ -153,6 +153,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ("log.retention.check.interval.ms", "long", "300000", "How often retention runs."),
     ("log.cleanup.policy", "list", "delete", "delete and/or compact (topic: cleanup.policy)."),
     ("log.cleaner.enable", "boolean", "true", "Run the compactor."),
+    ("log.cleaner.backoff.ms", "long", "15000", "How often the compactor looks for work."),
     ("log.cleaner.delete.retention.ms", "long", "86400000", "Tombstones kept this long after compaction."),
     ("log.cleaner.min.cleanable.ratio", "double", "0.5", "Dirty ratio that triggers compaction."),
     ("log.cleaner.min.compaction.lag.ms", "long", "0", "Records younger than this are not compacted."),

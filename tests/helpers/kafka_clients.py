@@ -71,6 +71,15 @@ def ck_produce(bs: str, topic: str, msgs: list[Msg], **conf: Any) -> None:
     assert left == 0 and not errors, (left, errors[:3])
 
 
+def ck_txn_producer(bs: str, txn_id: str, **conf: Any) -> Any:
+    """A confluent-kafka transactional producer of ``txn_id``, initialised."""
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bs, "transactional.id": txn_id, "linger.ms": 5, **conf})
+    p.init_transactions(DEADLINE_S)
+    return p
+
+
 def ck_consume(bs: str, topic: str, partitions: int, n: int, start: int = 0,
                isolation: str = READ_UNCOMMITTED) -> list[Msg]:
     from confluent_kafka import Consumer, TopicPartition

@@ -20,20 +20,13 @@ from tests.helpers.kafka_clients import (
     READ_COMMITTED,
     READ_UNCOMMITTED,
     ck_consume,
+    ck_txn_producer,
     committed_offsets,
     create_topic,
     kcat_consume,
 )
 
 PARTS = 2
-
-
-def ck_txn_producer(bs: str, txn_id: str, **conf: Any) -> Any:
-    from confluent_kafka import Producer
-
-    p = Producer({"bootstrap.servers": bs, "transactional.id": txn_id, "linger.ms": 5, **conf})
-    p.init_transactions(DEADLINE_S)
-    return p
 
 
 def ck_txn(p: Any, topic: str, values: list[bytes], commit: bool) -> None:

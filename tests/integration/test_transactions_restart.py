@@ -17,6 +17,7 @@ from tests.helpers.cli import ok, run
 from tests.helpers.kafka_clients import (
     READ_COMMITTED,
     READ_UNCOMMITTED,
+    ck_txn_producer,
     committed_offsets,
     create_topic,
     kcat_consume,
@@ -30,12 +31,8 @@ SERVER_SETTINGS = ["--set", "transaction.abort.timed.out.transaction.cleanup.int
 
 
 def producer(bs: str, txn_id: str) -> Any:
-    from confluent_kafka import Producer
-
-    p = Producer({"bootstrap.servers": bs, "transactional.id": txn_id, "linger.ms": 5,
-                  "transaction.timeout.ms": TIMEOUT_MS, "message.timeout.ms": TIMEOUT_MS})
-    p.init_transactions(30)
-    return p
+    return ck_txn_producer(bs, txn_id, **{"transaction.timeout.ms": TIMEOUT_MS,
+                                          "message.timeout.ms": TIMEOUT_MS})
 
 
 Written = list[tuple[int, bytes]]  # (partition, value) in the order produced

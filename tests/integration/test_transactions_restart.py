@@ -13,6 +13,9 @@ from typing import Any
 
 from confluent_kafka import TopicPartition
 
+from sparklog.protocol.api_keys import ApiKey
+from sparklog.protocol.errors import ErrorCode
+from sparklog.protocol.messages.transactions import InitProducerIdRequest
 from tests.helpers.cli import ok, run
 from tests.helpers.kafka_clients import (
     READ_COMMITTED,
@@ -24,6 +27,7 @@ from tests.helpers.kafka_clients import (
 )
 from tests.helpers.polling import wait_for
 from tests.helpers.servers import ServerProcess
+from tests.helpers.wire import KafkaWire
 
 PARTS = 3
 TIMEOUT_MS = 3000
@@ -167,4 +171,38 @@ def test_committed_transactions_survive_sigkill_and_recovery(
     p2.commit_transaction(30)
     wait_for(lambda: len(committed_records(bs, topic)) == len(want), 30, "the last commit")
     check_exactly(bs, topic, want)
+    server.stop()
+
+
+def test_a_retried_init_producer_id_gets_the_same_epoch_after_a_crash(
+        server_factory: Callable[..., ServerProcess],
+        kafka_wire: Callable[[str], KafkaWire]) -> None:
+    """The producer asked to bump its epoch (KIP-360), the broker logged the bump and died
+    before answering; the retry against the restarted coordinator presents the old epoch
+    and must get the bumped one, not PRODUCER_FENCED."""
+    server, bs = started(server_factory, "txn-retry")
+
+    def init(producer_id: int = -1, epoch: int = -1) -> tuple[ErrorCode, int, int]:
+        out: list[tuple[ErrorCode, int, int]] = []
+
+        def answered() -> bool:
+            r = kafka_wire(bs).call(ApiKey.INIT_PRODUCER_ID, 4, InitProducerIdRequest(
+                transactional_id="retry-id", transaction_timeout_ms=TIMEOUT_MS,
+                producer_id=producer_id, producer_epoch=epoch))
+            out.append((ErrorCode(r.error_code), r.producer_id, r.producer_epoch))
+            return out[-1][0] not in (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                                      ErrorCode.NOT_COORDINATOR)
+        wait_for(answered, 30, "the coordinator")
+        return out[-1]
+
+    _e, pid, epoch = init()
+    bumped = init(pid, epoch)
+    assert bumped == (ErrorCode.NONE, pid, epoch + 1)
+    server.kill()
+    server.start()
+    assert init(pid, epoch) == bumped
+    # a new instance (no epoch) fences both epochs
+    assert init() == (ErrorCode.NONE, pid, epoch + 2)
+    assert init(pid, epoch)[0] == ErrorCode.PRODUCER_FENCED
+    assert init(pid, epoch + 1)[0] == ErrorCode.PRODUCER_FENCED
     server.stop()

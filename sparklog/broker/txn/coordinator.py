@@ -40,7 +40,7 @@ from sparklog.broker.group.model import Clock, TimerHandle
 from sparklog.broker.group.store import load_each_partition
 from sparklog.broker.txn.config import TxnConfig
 from sparklog.broker.txn.markers import MarkerWriter
-from sparklog.broker.txn.model import MAX_EPOCH, TxnMetadata
+from sparklog.broker.txn.model import MAX_EPOCH, InitKind, TxnMetadata
 from sparklog.broker.txn.records import TopicPartition, TxnState
 from sparklog.broker.txn.store import TxnStore
 from sparklog.protocol.batch_header import BATCH_HEADER_SIZE, read_header
@@ -184,11 +184,11 @@ class TransactionCoordinator:
             m = TxnMetadata(transactional_id, self._new_producer_id(), -1, timeout_ms,
                             TxnState.EMPTY, last_update_ms=now)
         if producer_id >= 0:
-            if producer_id != m.producer_id or producer_epoch not in (m.producer_epoch,
-                                                                     m.last_producer_epoch):
+            kind = m.init_kind(producer_id, producer_epoch)
+            if kind is InitKind.FENCED:
                 return InitResult(E.PRODUCER_FENCED)
-            if producer_epoch == m.last_producer_epoch and m.state == TxnState.EMPTY:
-                return InitResult(E.NONE, m.producer_id, m.producer_epoch)  # a retried bump
+            if kind is InitKind.RETRY:
+                return InitResult(E.NONE, m.producer_id, m.producer_epoch)
         if m.is_prepared:
             return InitResult(E.CONCURRENT_TRANSACTIONS)
         if m.state == TxnState.ONGOING and keep_prepared:
@@ -205,14 +205,7 @@ class TransactionCoordinator:
             # a new producer instance: abort the old one's transaction under a fenced epoch
             self._abort_fenced(m)
             return InitResult(E.CONCURRENT_TRANSACTIONS)
-        if m.producer_epoch + 1 >= MAX_EPOCH - 1:
-            nxt = m.moved(now, producer_id=self._new_producer_id(), producer_epoch=0,
-                          last_producer_epoch=-1)
-        else:
-            nxt = m.moved(now, producer_epoch=m.producer_epoch + 1,
-                          last_producer_epoch=m.producer_epoch)
-        nxt = nxt.moved(now, timeout_ms=timeout_ms, state=TxnState.EMPTY,
-                        partitions=frozenset(), start_ms=-1)
+        nxt = m.initialized(now, timeout_ms, producer_id >= 0, self._new_producer_id)
         err = self._persist(nxt)
         if err is not E.NONE:
             return InitResult(err)

@@ -2,12 +2,21 @@
 transactional id lives in (Kafka's formats, so Kafka tools read them).
 
     key    version INT16 (0), transactional_id STRING
-    value  TransactionLogValue v0 (we write v0; v1 is v0 in flexible encoding plus tagged
-           fields, read too):
+    value  TransactionLogValue v1 (flexible; v0, its non-flexible form without tagged
+           fields, is read too):
            version INT16, producer_id INT64, producer_epoch INT16,
            transaction_timeout_ms INT32, transaction_status INT8,
-           transaction_partitions NULLABLE ARRAY(topic STRING, partition_ids ARRAY(INT32)),
-           transaction_last_update_timestamp_ms INT64, transaction_start_timestamp_ms INT64
+           transaction_partitions COMPACT_NULLABLE_ARRAY(topic COMPACT_STRING,
+               partition_ids COMPACT_ARRAY(INT32), tagged fields),
+           transaction_last_update_timestamp_ms INT64, transaction_start_timestamp_ms INT64,
+           tagged fields: 0 PreviousProducerId INT64 (default -1), 1 NextProducerId INT64
+           (-1), 2 ClientTransactionVersion INT16 (0) -- Kafka's (KIP-890) -- and
+           ``LAST_PRODUCER_EPOCH_TAG`` LastProducerEpoch INT16 (-1), sparklog's own.
+
+Kafka keeps the epoch before the last bump only in memory, so an InitProducerId retried
+after the coordinator moved is fenced there; sparklog logs it (in a tag Kafka's readers
+skip as unknown) so the retry gets the same answer after a restart. A tagged field at its
+default is not written, as Kafka's generated code does.
 
 A ``None`` value is a tombstone (the transactional id expired). A transactional id lives
 in partition ``abs(javaHashCode(id)) % transaction.state.log.num.partitions``, as a group
@@ -17,6 +26,7 @@ does in ``__consumer_offsets``.
 from __future__ import annotations
 
 import enum
+import struct
 from dataclasses import dataclass
 
 from sparklog.broker.group.records import partition_for_group
@@ -34,7 +44,13 @@ __all__ = [
 ]
 
 KEY_VERSION = 0
-VALUE_VERSION = 0
+VALUE_VERSION = 1
+PREVIOUS_PRODUCER_ID_TAG = 0
+NEXT_PRODUCER_ID_TAG = 1
+CLIENT_TRANSACTION_VERSION_TAG = 2
+LAST_PRODUCER_EPOCH_TAG = 1000  # sparklog's: far above the tags Kafka assigns in order
+_I64 = struct.Struct(">q")
+_I16 = struct.Struct(">h")
 
 TopicPartition = tuple[str, int]
 
@@ -73,6 +89,10 @@ class TxnLogValue:
     partitions: frozenset[TopicPartition]
     last_update_ms: int
     start_ms: int
+    previous_producer_id: int = -1
+    next_producer_id: int = -1
+    client_transaction_version: int = 0
+    last_producer_epoch: int = -1
 
 
 def partition_for_txn(transactional_id: str, num_partitions: int) -> int:
@@ -107,12 +127,23 @@ def encode_txn_value(v: TxnLogValue) -> bytes:
         by_topic.setdefault(topic, []).append(partition)
 
     def topic_entry(wr: Writer, item: tuple[str, list[int]]) -> None:
-        wr.string(item[0])
-        wr.array(item[1], Writer.int32)
+        wr.compact_string(item[0])
+        wr.compact_array(item[1], Writer.int32)
+        wr.tagged_fields(None)
 
-    w.nullable_array(list(by_topic.items()), topic_entry)
+    w.compact_nullable_array(list(by_topic.items()), topic_entry)
     w.int64(v.last_update_ms)
     w.int64(v.start_ms)
+    tags: dict[int, bytes] = {}
+    if v.previous_producer_id != -1:
+        tags[PREVIOUS_PRODUCER_ID_TAG] = _I64.pack(v.previous_producer_id)
+    if v.next_producer_id != -1:
+        tags[NEXT_PRODUCER_ID_TAG] = _I64.pack(v.next_producer_id)
+    if v.client_transaction_version != 0:
+        tags[CLIENT_TRANSACTION_VERSION_TAG] = _I16.pack(v.client_transaction_version)
+    if v.last_producer_epoch != -1:
+        tags[LAST_PRODUCER_EPOCH_TAG] = _I16.pack(v.last_producer_epoch)
+    w.tagged_fields(tags)
     return w.getvalue()
 
 
@@ -138,4 +169,18 @@ def decode_txn_value(value: bytes) -> TxnLogValue:
     last_update = r.int64()
     start = r.int64()
     partitions = frozenset(tp for entry in topics or () for tp in entry)
-    return TxnLogValue(pid, epoch, timeout, state, partitions, last_update, start)
+    tags = r.tagged_fields() if flexible else {}
+
+    def tag(number: int, fmt: struct.Struct, default: int) -> int:
+        raw = tags.get(number)
+        if raw is None:
+            return default
+        if len(raw) != fmt.size:
+            raise MalformedFrameError(f"tagged field {number} holds {len(raw)} bytes")
+        return int(fmt.unpack(raw)[0])
+
+    return TxnLogValue(pid, epoch, timeout, state, partitions, last_update, start,
+                       tag(PREVIOUS_PRODUCER_ID_TAG, _I64, -1),
+                       tag(NEXT_PRODUCER_ID_TAG, _I64, -1),
+                       tag(CLIENT_TRANSACTION_VERSION_TAG, _I16, 0),
+                       tag(LAST_PRODUCER_EPOCH_TAG, _I16, -1))

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from sparklog.broker.group.store import MemoryRecordLog
 from sparklog.broker.txn.config import TxnConfig
 from sparklog.broker.txn.coordinator import NO_TIMEOUT_MS, InitResult, TransactionCoordinator
+from sparklog.broker.txn.model import MAX_EPOCH
 from sparklog.broker.txn.records import (
     TxnLogValue,
     TxnState,
@@ -199,16 +200,69 @@ def test_record_formats_are_kafkas() -> None:
     assert decode_txn_key(key) == "my-id"
     v = TxnLogValue(7, 3, 60000, TxnState.ONGOING, frozenset({("b", 1), ("a", 2), ("a", 0)}),
                     1234, 1000)
-    raw = encode_txn_value(v)
-    want = (struct.pack(">hqhib", 0, 7, 3, 60000, 1) + struct.pack(">i", 2)
-            + struct.pack(">h", 1) + b"a" + struct.pack(">iii", 2, 0, 2)
-            + struct.pack(">h", 1) + b"b" + struct.pack(">ii", 1, 1)
+    # TransactionLogValue v1 (flexible): compact arrays and strings, tagged fields at their
+    # defaults left out
+    body = (struct.pack(">qhib", 7, 3, 60000, 1) + bytes([3])
+            + bytes([2]) + b"a" + bytes([3]) + struct.pack(">ii", 0, 2) + bytes([0])
+            + bytes([2]) + b"b" + bytes([2]) + struct.pack(">i", 1) + bytes([0])
             + struct.pack(">qq", 1234, 1000))
-    assert raw == want
-    assert decode_txn_value(raw) == v
+    assert encode_txn_value(v) == struct.pack(">h", 1) + body + bytes([0])
+    assert decode_txn_value(encode_txn_value(v)) == v
+    # Kafka's tags 0-2 (KIP-890) and sparklog's last producer epoch (tag 1000)
+    tagged = TxnLogValue(7, 3, 60000, TxnState.ONGOING, v.partitions, 1234, 1000,
+                         previous_producer_id=6, next_producer_id=8,
+                         client_transaction_version=2, last_producer_epoch=2)
+    assert encode_txn_value(tagged) == struct.pack(">h", 1) + body + bytes([4]) + (
+        bytes([0, 8]) + struct.pack(">q", 6) + bytes([1, 8]) + struct.pack(">q", 8)
+        + bytes([2, 2]) + struct.pack(">h", 2) + bytes([0xE8, 0x07, 2]) + struct.pack(">h", 2))
+    assert decode_txn_value(encode_txn_value(tagged)) == tagged
+    # v0, what Kafka writes before transaction.version 1 (and sparklog wrote before)
+    v0 = (struct.pack(">hqhib", 0, 7, 3, 60000, 1) + struct.pack(">i", 2)
+          + struct.pack(">h", 1) + b"a" + struct.pack(">iii", 2, 0, 2)
+          + struct.pack(">h", 1) + b"b" + struct.pack(">ii", 1, 1)
+          + struct.pack(">qq", 1234, 1000))
+    assert decode_txn_value(v0) == v
     assert [s.kafka_name for s in TxnState] == [
         "Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort",
         "Dead", "PrepareEpochFence"]
+
+
+def test_a_retried_init_gets_the_same_epoch_after_a_coordinator_restart() -> None:
+    """KIP-360: the bump's answer was lost and the coordinator restarted; the producer
+    presents the epoch it had, and gets the epoch the logged bump gave, not a fence."""
+    tc, _m, clock, log = make()
+    _e, pid, epoch = init(tc, "t", 60000)
+    assert init(tc, "t", 60000, pid, epoch) == (E.NONE, pid, epoch + 1)
+    tc, _m, _c, _l = make(log, clock)
+    assert init(tc, "t", 60000, pid, epoch) == (E.NONE, pid, epoch + 1)
+    # a new instance (no epoch presented) fences both
+    assert init(tc, "t", 60000) == (E.NONE, pid, epoch + 2)
+    tc, _m, _c, _l = make(log, clock)
+    assert init(tc, "t", 60000, pid, epoch)[0] == E.PRODUCER_FENCED
+    assert init(tc, "t", 60000, pid, epoch + 1)[0] == E.PRODUCER_FENCED
+
+
+def test_a_retried_init_that_rotated_the_producer_id_survives_a_restart() -> None:
+    tc, _m, clock, log = make()
+    _e, pid, _epoch = init(tc, "t", 60000)
+    exhausted = MAX_EPOCH - 2
+    tc.txns["t"] = tc.txns["t"].moved(clock.now, producer_epoch=exhausted)
+    rotated = init(tc, "t", 60000, pid, exhausted)
+    assert rotated[0] == E.NONE and rotated[1] != pid and rotated[2] == 0
+    tc, _m, _c, _l = make(log, clock)
+    assert tc.txns["t"].previous_producer_id == pid
+    assert init(tc, "t", 60000, pid, exhausted) == rotated
+
+
+def test_the_instance_a_new_producer_replaced_cannot_claim_its_epoch() -> None:
+    """A new instance initialises without an epoch; the old one (a zombie) presenting its
+    own epoch must be fenced, not handed the new instance's epoch as a 'retry'."""
+    tc, _m, clock, log = make()
+    _e, pid, old = init(tc, "t", 60000)
+    assert init(tc, "t", 60000) == (E.NONE, pid, old + 1)
+    assert init(tc, "t", 60000, pid, old)[0] == E.PRODUCER_FENCED
+    tc, _m, _c, _l = make(log, clock)
+    assert init(tc, "t", 60000, pid, old)[0] == E.PRODUCER_FENCED
 
 
 def test_two_phase_commit_needs_the_broker_switch() -> None:

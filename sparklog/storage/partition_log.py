@@ -165,13 +165,18 @@ class PartitionLog:
         return max(first, self._log_start_offset)
 
     def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
-        """The aborted transactions overlapping [fetch_offset, upper_bound): what a
-        ``read_committed`` fetch of that range reports (Kafka's
-        ``collectAbortedTransactions``), from the segment holding ``fetch_offset`` on."""
-        if not self._has_aborted:
+        """The aborted transactions overlapping [fetch_offset, upper_bound), which a
+        ``read_committed`` fetch reports: below a tiered log's local start from the
+        bucket's ``.txnindex`` objects first (outside the lock), then the local ones."""
+        remote, tiered = self.remote, None
+        if remote is not None and fetch_offset < self.local_log_start_offset:
+            tiered, complete = remote.aborted_transactions(fetch_offset, upper_bound)
+            if complete or not self._has_aborted:
+                return tiered
+        elif not self._has_aborted:
             return []
         with self._lock:
-            return aborted_transactions(self._segments, fetch_offset, upper_bound)
+            return aborted_transactions(self._segments, fetch_offset, upper_bound, tiered)
 
     @property
     def recovery_point(self) -> int:

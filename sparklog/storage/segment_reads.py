@@ -64,17 +64,20 @@ def read_segments(segments: list[LogSegment], info: FetchDataInfo, max_bytes: in
     return info
 
 
-def aborted_transactions(segments: list[LogSegment], fetch_offset: int,
-                         upper_bound: int) -> list[AbortedTxn]:
+def aborted_transactions(segments: list[LogSegment], fetch_offset: int, upper_bound: int,
+                         tiered: list[AbortedTxn] | None = None) -> list[AbortedTxn]:
     """The aborted transactions overlapping [fetch_offset, upper_bound) (Kafka's
-    ``collectAbortedTransactions``), from the segment holding ``fetch_offset`` on."""
+    ``collectAbortedTransactions``), from the segment holding ``fetch_offset`` on, after
+    ``tiered`` (what the bucket's segments below these listed; an entry both list, of a
+    segment still local once uploaded, counts once)."""
     i = max(0, bisect_right(segments, fetch_offset, key=BY_BASE_OFFSET) - 1)
-    out: list[AbortedTxn] = []
+    out: list[AbortedTxn] = list(tiered or ())
+    seen = {t.last_offset for t in out}
     for seg in segments[i:]:
         if not seg.txn_index.entries:
             continue
         found, complete = seg.txn_index.collect(fetch_offset, upper_bound)
-        out += found
+        out += [t for t in found if t.last_offset not in seen]
         if complete:
             break
     return out

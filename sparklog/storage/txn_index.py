@@ -27,7 +27,7 @@ import os
 import struct
 from typing import NamedTuple
 
-__all__ = ["AbortedTxn", "TransactionIndex"]
+__all__ = ["AbortedTxn", "TransactionIndex", "collect_aborted", "parse_txn_index"]
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +40,35 @@ class AbortedTxn(NamedTuple):
     first_offset: int
     last_offset: int
     last_stable_offset: int
+
+
+def parse_txn_index(data: bytes, name: str) -> list[AbortedTxn]:
+    """The entries of a ``.txnindex`` file's bytes (``name`` it, for the log lines): a
+    torn last entry, and everything from an entry of an unknown version on, are dropped."""
+    whole = len(data) - len(data) % _ENTRY.size
+    if whole != len(data):
+        log.warning("%s: dropping a torn entry of %d bytes", name, len(data) - whole)
+    out = []
+    for version, pid, first, last, lso in _ENTRY.iter_unpack(data[:whole]):
+        if version != _VERSION:
+            log.warning("%s: entry version %d; dropping the rest", name, version)
+            break
+        out.append(AbortedTxn(pid, first, last, lso))
+    return out
+
+
+def collect_aborted(entries: list[AbortedTxn], fetch_offset: int,
+                    upper_bound: int) -> tuple[list[AbortedTxn], bool]:
+    """The ``entries`` overlapping [fetch_offset, upper_bound), and whether the search is
+    complete (an entry's LSO reached ``upper_bound``: no later segment can hold a
+    transaction that began below it)."""
+    out = []
+    for e in entries:
+        if e.last_offset >= fetch_offset and e.first_offset < upper_bound:
+            out.append(e)
+        if e.last_stable_offset >= upper_bound:
+            return out, True
+    return out, False
 
 
 class TransactionIndex:
@@ -57,14 +86,7 @@ class TransactionIndex:
                 data = f.read()
         except FileNotFoundError:
             return
-        whole = len(data) - len(data) % _ENTRY.size
-        if whole != len(data):
-            log.warning("%s: dropping a torn entry of %d bytes", self.path, len(data) - whole)
-        for version, pid, first, last, lso in _ENTRY.iter_unpack(data[:whole]):
-            if version != _VERSION:
-                log.warning("%s: entry version %d; dropping the rest", self.path, version)
-                break
-            self.entries.append(AbortedTxn(pid, first, last, lso))
+        self.entries = parse_txn_index(data, self.path)
         if len(self.entries) * _ENTRY.size != len(data):
             self._rewrite()
 
@@ -82,16 +104,8 @@ class TransactionIndex:
         return True
 
     def collect(self, fetch_offset: int, upper_bound: int) -> tuple[list[AbortedTxn], bool]:
-        """Entries overlapping [fetch_offset, upper_bound), and whether the search is
-        complete (an entry's LSO reached ``upper_bound``: no later segment can hold a
-        transaction that began below it)."""
-        out = []
-        for e in self.entries:
-            if e.last_offset >= fetch_offset and e.first_offset < upper_bound:
-                out.append(e)
-            if e.last_stable_offset >= upper_bound:
-                return out, True
-        return out, False
+        """``collect_aborted`` over this segment's entries."""
+        return collect_aborted(self.entries, fetch_offset, upper_bound)
 
     def truncate_to(self, offset: int) -> None:
         """Drop entries whose marker is at or after ``offset`` (log truncation)."""

@@ -6,6 +6,12 @@ segment gives: the first batch holding the fetch offset, then whole batches up t
 A read serves one remote segment at most (Kafka does the same); the client's next fetch
 continues. Only segments the manifest lists are read, so nothing half-uploaded is served.
 
+A read_committed fetch served from the bucket reports the aborted transactions overlapping
+it from the uploaded ``.txnindex`` objects (``aborted_transactions``: from the segment
+holding the fetch offset on, until an entry's LSO shows the search complete); the log
+then goes on through its local segments, where the ABORT marker of a transaction begun
+in an uploaded segment may still be (Kafka's ``RemoteLogManager`` does the same).
+
 Store failures on the read path raise ``RemoteStorageError`` (KAFKA_STORAGE_ERROR, which
 clients retry) and open a short window (``read_backoff_ms``) in which reads fail at once, so
 a broker whose store is down answers fetches quickly instead of waiting on every one.
@@ -28,8 +34,9 @@ import time
 from array import array
 from bisect import bisect_right
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from sys import byteorder
+from typing import TypeVar, cast
 
 from sparklog.protocol.batch_header import (
     BATCH_HEADER_SIZE,
@@ -42,6 +49,8 @@ from sparklog.protocol.records import decode_batch
 from ..backend import FileSlice
 from ..checkpoints import atomic_write, format_epoch_checkpoint
 from ..log_info import FetchDataInfo
+from ..segment import INDEX_SUFFIX, TXN_INDEX_SUFFIX
+from ..txn_index import AbortedTxn, collect_aborted, parse_txn_index
 from .chunk_cache import ChunkCache
 from .manifest import PartitionManifest, RemoteSegment, read_manifest
 from .store import MANIFEST, RemoteStorageError, RemoteStore
@@ -54,7 +63,10 @@ EPOCH_SUFFIX = ".leader-epoch-checkpoint"
 _OFFSET_LENGTH = struct.Struct(">qi")
 _LAST_OFFSET_DELTA = struct.Struct(">i")
 _HEADER_PREFIX = LAST_OFFSET_DELTA_OFFSET + 4  # what a scan needs of each batch header
-_INDEXES_KEPT = 64
+# what ``_parsed`` keeps: an offset index's arrays, a transaction index's entries
+_Parsed = tuple[array, array] | list[AbortedTxn]
+T = TypeVar("T", bound=_Parsed)
+_INDEXES_KEPT = 64  # parsed index objects kept (offset and transaction indexes)
 
 
 class RemoteLog:
@@ -70,7 +82,8 @@ class RemoteLog:
         self._lock = threading.Lock()  # the small state below; never held over a store call
         self._write_lock = threading.Lock()  # one manifest replacement at a time
         self._unavailable_until = 0.0  # monotonic seconds; reads fail fast before it
-        self._indexes: OrderedDict[str, tuple[array, array]] = OrderedDict()
+        # (segment id, suffix) -> a parsed index object, least recently used first
+        self._indexes: OrderedDict[tuple[str, str], _Parsed] = OrderedDict()
         self._orphans: list[str] = []  # unlisted objects whose deletion failed
         self._directory_made = False
         self.last_sweep_ms = 0  # when ``sweep_unlisted`` last ran (the manager's clock)
@@ -200,7 +213,8 @@ class RemoteLog:
             for p in paths:
                 self.cache.invalidate(p)
             with self._lock:
-                self._indexes.pop(seg.segment_id, None)
+                for suffix in (INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+                    self._indexes.pop((seg.segment_id, suffix), None)
             self._delete_quietly(paths)
 
     def download(self, seg: RemoteSegment, suffix: str, local_path: str) -> bool:
@@ -311,21 +325,44 @@ class RemoteLog:
                 pos += h.size
         return None
 
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int
+                             ) -> tuple[list[AbortedTxn], bool]:
+        """The aborted transactions the uploaded ``.txnindex`` objects list overlapping
+        [fetch_offset, upper_bound), and whether that is all of them (else the local
+        segments hold the rest)."""
+        out: list[AbortedTxn] = []
+        for seg in self._manifest.segments:
+            if seg.end_offset <= fetch_offset or TXN_INDEX_SUFFIX not in seg.files:
+                continue
+            entries = self._parsed(seg, TXN_INDEX_SUFFIX, parse_txn_index)
+            found, complete = collect_aborted(entries, fetch_offset, upper_bound)
+            out += found
+            if complete:
+                return out, True
+        return out, False
+
     def _index_floor(self, seg: RemoteSegment, offset: int) -> int:
         """Position of the last index entry at or before ``offset`` (0 without one)."""
-        with self._lock:
-            idx = self._indexes.get(seg.segment_id)
-            if idx is not None:
-                self._indexes.move_to_end(seg.segment_id)
-        if idx is None:
-            size = seg.files.get(".index", 0)
-            idx = parse_offset_index(self.cache.read(self.object_path(seg, ".index"), size, 0,
-                                                     size))
-            with self._lock:
-                self._indexes[seg.segment_id] = idx
-                if len(self._indexes) > _INDEXES_KEPT:
-                    self._indexes.popitem(last=False)
+        idx = self._parsed(seg, INDEX_SUFFIX, lambda data, _path: parse_offset_index(data))
         return index_floor(idx, offset - seg.base_offset)
+
+    def _parsed(self, seg: RemoteSegment, suffix: str, parse: Callable[[bytes, str], T]) -> T:
+        """``seg``'s ``suffix`` object, read once and parsed by ``parse`` (kept for the
+        last ``_INDEXES_KEPT`` objects used)."""
+        key = (seg.segment_id, suffix)
+        with self._lock:
+            found = self._indexes.get(key)
+            if found is not None:
+                self._indexes.move_to_end(key)
+                return cast(T, found)
+        size = seg.files.get(suffix, 0)
+        path = self.object_path(seg, suffix)
+        parsed = parse(self.cache.read(path, size, 0, size), path)
+        with self._lock:
+            self._indexes[key] = parsed
+            if len(self._indexes) > _INDEXES_KEPT:
+                self._indexes.popitem(last=False)
+        return parsed
 
 
 def parse_offset_index(data: bytes) -> tuple[array, array]:

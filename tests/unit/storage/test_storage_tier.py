@@ -1,6 +1,7 @@
 """The object-storage tier's core against real fsspec filesystems (``file://`` and
 ``memory://``): upload with the manifest, local deletion, remote reads equal to local ones,
-restore of an empty local directory, retention, fencing, bucket clean-up."""
+restore of an empty local directory, retention, fencing, bucket clean-up, and the aborted
+transactions a read_committed fetch from the bucket reports."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from sparklog.protocol.records import decode_batches
 from sparklog.storage import LogConfig, LogManager, PartitionLog
 from sparklog.storage.remote.manager import RemoteLogManager
 from sparklog.storage.remote.store import RemoteStore, RetryPolicy
-from tests.helpers.batches import make_batch
+from tests.helpers.batches import append_committed, append_marker, make_batch, txn_batch
 from tests.helpers.object_store import FaultyFileSystem
 from tests.helpers.polling import wait_for
 
@@ -372,3 +373,40 @@ def test_objects_of_an_upload_the_broker_died_in_are_swept(tmp_path, store):
     sweeper.run_for(plog)
     store.fs.invalidate_cache()
     assert set(store.fs.find(plog.remote.directory)) == listed
+
+
+def test_read_committed_below_the_local_start_reports_aborted_transactions(tmp_path, store):
+    """A's aborted transaction lies wholly in uploaded segments (its entry is in an
+    uploaded ``.txnindex``); B's began in one, but its ABORT marker is in the local tail.
+    Fetches served from the bucket report both, as the local log did before."""
+    a, b = 1001, 1002
+    plog = _log(tmp_path, segment_bytes=1 << 20)
+    tier = _tier(store)
+    tier.attach(plog)
+    append_committed(plog, make_batch(3, ts=None))
+    a_first = append_committed(plog, txn_batch(a, 0))
+    a_marker = append_marker(plog, a, commit=False)
+    plog.roll()
+    append_committed(plog, make_batch(3, ts=None))
+    b_first = append_committed(plog, txn_batch(b, 0))
+    plog.roll()
+    b_marker = append_marker(plog, b, commit=False)
+    append_committed(plog, make_batch(3, ts=None))
+    ranges = [(0, b_first + 2), (a_marker + 1, b_first + 2), (b_first, b_marker + 1)]
+    local = [plog.aborted_transactions(*r) for r in ranges]
+    assert [t.last_offset for t in local[0]] == [a_marker, b_marker]
+    assert [t.first_offset for t in local[2]] == [b_first] and a_first < a_marker
+
+    tier.run_for(plog)
+    m = plog.remote.manifest
+    assert m.end_offset == b_first + 2 and ".txnindex" in m.segments[0].files
+    plog.config = plog.config.with_values({"local_retention_bytes": 0})
+    tier.run_for(plog)
+    assert plog.local_log_start_offset == b_first + 2
+    assert [plog.aborted_transactions(*r) for r in ranges] == local
+    # what a read_committed fetch reports: the aborted transactions up to what it returned
+    info = plog.read(0, 1 << 20, max_offset=plog.last_stable_offset)
+    assert info.next_offset == a_marker + 1  # one remote segment per read
+    assert plog.aborted_transactions(0, info.next_offset) == local[0][:1]
+    info = plog.read(info.next_offset, 1 << 20, max_offset=plog.last_stable_offset)
+    assert plog.aborted_transactions(a_marker + 1, info.next_offset) == local[0][1:]

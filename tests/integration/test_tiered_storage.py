@@ -3,7 +3,7 @@
 confluent-kafka / kafka-python / kcat read everything from offset 0 (the bytes a fetch
 returns are the uploaded objects' bytes), a restart with empty partition directories
 continues from the bucket, retention deletes remote segments, topic deletion empties the
-bucket."""
+bucket, and read_committed consumers reading from the bucket skip aborted transactions."""
 
 from __future__ import annotations
 
@@ -17,8 +17,10 @@ import pytest
 
 from sparklog.protocol.records import decode_batches
 from tests.helpers.kafka_clients import (
+    READ_COMMITTED,
     ck_consume,
     ck_produce,
+    ck_txn_producer,
     comparable,
     kcat_consume,
     kp_consume,
@@ -230,4 +232,48 @@ def test_retention_and_topic_deletion_clean_the_bucket(server_factory, tmp_path,
     admin.delete_topics(["shrinking"])["shrinking"].result(30)
     wait_for(lambda: not [p for p in bucket.objects("shrinking") if not p.endswith("/0")
                           and "." in p.rsplit("/", 1)[-1]], 30, "the bucket to be emptied")
+    assert srv.stop() == 0
+
+
+def test_read_committed_from_the_bucket_skips_aborted_transactions(server_factory, tmp_path,
+                                                                   bucket):
+    """One aborted transaction wholly in uploaded segments, another begun in them whose
+    ABORT marker is in the local tail: read_committed consumers reading from offset 0
+    (served from the bucket) see only the committed records."""
+    from confluent_kafka import Producer
+
+    srv = server_factory(tmp_path / "data", extra=bucket.settings).start()
+    bs = srv.bootstrap_servers
+    _create(bs, "tiered-txn", 1)
+    p = ck_txn_producer(bs, "tiered-txn-id", **SMALL_BATCHES)
+    plain = Producer({"bootstrap.servers": bs, "linger.ms": 5, **SMALL_BATCHES})
+
+    def txn(prefix: str, commit: bool | None) -> list[bytes]:
+        values = [f"{prefix}-{i}".encode() + b"." * 100 for i in range(60)]
+        p.begin_transaction()
+        for v in values:
+            p.produce("tiered-txn", value=v, partition=0)
+        p.flush(30)
+        if commit is not None:
+            (p.commit_transaction if commit else p.abort_transaction)(30)
+        return values
+
+    want = txn("committed", True)
+    txn("aborted", False)
+    txn("open", None)
+    filler = [f"filler-{i}".encode() + b"." * 200 for i in range(100)]
+    for v in filler:
+        plain.produce("tiered-txn", value=v, partition=0)
+    plain.flush(30)
+    want += filler
+    p.abort_transaction(30)  # its marker goes to the active segment, which stays local
+    data = tmp_path / "data"
+    wait_for(lambda: _tiered(bucket, data, "tiered-txn", 0), 30, "the sealed segments tiered")
+    last = sorted((data / "tiered-txn-0").glob("*.txnindex"))
+    assert last and last[0].name[:20] == f"{_local_start(data, 'tiered-txn', 0):020d}"
+    got = kcat_consume(bs, "tiered-txn", 1, 0, isolation=READ_COMMITTED)
+    assert [m.value for m in got] == want
+    got = ck_consume(bs, "tiered-txn", 1, len(want), isolation=READ_COMMITTED)
+    assert [m.value for m in got] == want
+    assert len(kcat_consume(bs, "tiered-txn", 1, 0)) == len(want) + 120
     assert srv.stop() == 0

@@ -206,3 +206,58 @@ def test_a_retried_init_producer_id_gets_the_same_epoch_after_a_crash(
     assert init(pid, epoch)[0] == ErrorCode.PRODUCER_FENCED
     assert init(pid, epoch + 1)[0] == ErrorCode.PRODUCER_FENCED
     server.stop()
+
+
+def test_the_lso_holds_at_open_transactions_across_a_sigkill(
+        server_factory: Callable[..., ServerProcess]) -> None:
+    """Two transactions open at the crash, one begun before segment rolls (the rolls'
+    producer snapshots hold it open), one after them (only the replay of the log tail
+    finds it): after the restart the LSO of each partition is the first offset of its
+    oldest open transaction, read_committed readers see nothing at or past it, until the
+    reloaded coordinator aborts both on their timeout; then LSO = high watermark and the
+    committed records are all there, once."""
+    from confluent_kafka import Producer
+
+    topic = "txn-lso"
+    server = server_factory(extra=SERVER_SETTINGS).start()
+    bs = server.bootstrap_servers
+    create_topic(bs, topic, PARTS, config={"segment.bytes": "2048"})
+    slow = {"transaction.timeout.ms": 25_000, "message.timeout.ms": 25_000}
+    first = ck_txn_producer(bs, "lso-first", **slow)
+    second = ck_txn_producer(bs, "lso-second", **slow)
+    plain = Producer({"bootstrap.servers": bs, "linger.ms": 5})
+
+    def filler(prefix: str, n: int) -> Written:
+        out = [(i % PARTS, f"{prefix}-{i}".encode() + b"." * 150) for i in range(n)]
+        for part, v in out:
+            plain.produce(topic, value=v, partition=part)
+        plain.flush(30)
+        return out
+
+    committed = filler("before", 30)
+    first.begin_transaction()
+    write(first, topic, "open-first", 15)
+    committed += filler("rolling", 90)  # several rolls per partition while it is open
+    second.begin_transaction()
+    write(second, topic, "open-second", 15)
+    committed += filler("after", 6)
+    server.kill()
+    server.start()
+
+    raw = kcat_consume(bs, topic, PARTS, 0, isolation=READ_UNCOMMITTED)
+    open_first = [min(m.offset for m in raw if m.partition == part
+                      and m.value.startswith(b"open-first")) for part in range(PARTS)]
+    segments = [len(list((server.data_dir / f"{topic}-{part}").glob("*.log")))
+                for part in range(PARTS)]
+    assert min(segments) > 2, segments
+    assert stable_ends(bs, topic, READ_COMMITTED) == open_first
+    assert all(h > o for h, o in zip(stable_ends(bs, topic, READ_UNCOMMITTED), open_first,
+                                     strict=True))
+    seen = kcat_consume(bs, topic, PARTS, 0, isolation=READ_COMMITTED)
+    assert all(m.offset < open_first[m.partition] for m in seen)
+    assert [m.value for m in seen] == [m.value for m in raw if m.offset < open_first[m.partition]]
+    wait_for(lambda: stable_ends(bs, topic, READ_COMMITTED) == stable_ends(bs, topic,
+                                                                           READ_UNCOMMITTED),
+             40, "the open transactions' aborts")
+    check_exactly(bs, topic, committed)
+    server.stop()

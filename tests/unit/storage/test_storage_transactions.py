@@ -164,3 +164,35 @@ def test_lso_never_falls_below_the_log_start(tmp_path):
     append_marker(log, A, commit=False)
     assert log.last_stable_offset == log.high_watermark
     log.close()
+
+
+def test_open_transactions_come_back_from_a_snapshot_and_the_replayed_tail(tmp_path):
+    """A crash (no snapshot at the end) with two transactions open: A's began before the
+    last roll (the roll's snapshot has it open), B's after it (only the replay of the tail
+    finds it). The recovered LSO is A's first offset, and stays at the oldest open
+    transaction until each marker; without any snapshot the whole replay agrees."""
+    d = str(tmp_path / "t-0")
+    log = PartitionLog(d, LogConfig(segment_bytes=1 << 20))
+    append_committed(log, make_batch(2, ts=None))
+    a0 = append_committed(log, txn_batch(A, 0))
+    append_committed(log, make_batch(2, ts=None))
+    log.roll()
+    b0 = append_committed(log, txn_batch(B, 0))
+    append_committed(log, txn_batch(A, 2))
+    append_committed(log, make_batch(2, ts=None))
+    assert log.last_stable_offset == a0 and log.producer_state.snapshot_offsets() == [b0]
+    hw = log.high_watermark
+
+    for lose_snapshots in (False, True):
+        for seg in log.segments:
+            seg.close_fd_only()
+        if lose_snapshots:
+            os.remove(os.path.join(d, f"{b0:020d}.snapshot"))
+        log = PartitionLog(d, LogConfig(segment_bytes=1 << 20), high_watermark=hw)
+        assert log.producer_state.ongoing == {A: a0, B: b0}
+        assert log.last_stable_offset == a0
+    append_marker(log, B, commit=False)
+    assert log.last_stable_offset == a0
+    append_marker(log, A, commit=True)
+    assert log.last_stable_offset == log.high_watermark == log.log_end_offset
+    log.close()

@@ -157,7 +157,8 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> FetchRespo
     if logs is not None and logs.tier is not None:  # offsets below a local log start: the bucket
         await prefetch_remote(ctx.broker.replica_manager,
                               [(e.topic, e.req.partition, e.req.fetch_offset,
-                                e.req.partition_max_bytes) for e in entries])
+                                e.req.partition_max_bytes) for e in entries],
+                              request.isolation_level == READ_COMMITTED and not follower)
     total, any_error = _read_pass(ctx, entries, request, follower)
     conn = ctx.connection
     if (total < request.min_bytes and not any_error and request.max_wait_ms > 0 and entries

@@ -252,21 +252,24 @@ class RemoteLog:
             info.next_offset = next_offset
         return info
 
-    def prefetch(self, offset: int, max_bytes: int) -> None:
+    def prefetch(self, offset: int, max_bytes: int, read_committed: bool = False) -> None:
         """Read what a fetch at ``offset`` needs into the chunk cache (the broker calls it
-        on a worker thread before the fetch reads); failures only open the fail-fast window.
-        Objects that are local files need none: they are sent from the file."""
+        on a worker thread before the fetch reads), and for a ``read_committed`` one the
+        ``.txnindex`` objects its aborted transactions come from (a read ends within the
+        segment holding ``offset``); failures only open the fail-fast window. Objects
+        that are local files need none: they are sent from the file."""
         if self.store.local_files:
             return
         try:
             info = self.read(FetchDataInfo(offset, offset), offset, max_bytes,
                              self._manifest.end_offset or offset, True)
-            if info.slices:
+            seg = self._manifest.segment_for(offset)
+            if info.slices and seg is not None:
                 # the consumer's next fetch starts where this one ends: fetch it meanwhile
                 s = info.slices[-1]
-                seg = self._manifest.segment_for(offset)
-                if seg is not None:
-                    self.cache.read_ahead(s.path, seg.size, s.position + s.size, max_bytes)
+                self.cache.read_ahead(s.path, seg.size, s.position + s.size, max_bytes)
+            if read_committed and seg is not None:
+                self.aborted_transactions(offset, seg.end_offset)
         except RemoteStorageError as exc:
             log.debug("prefetch of %s-%d at %d failed: %s", self.topic, self.partition, offset,
                       exc)

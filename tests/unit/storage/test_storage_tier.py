@@ -375,16 +375,16 @@ def test_objects_of_an_upload_the_broker_died_in_are_swept(tmp_path, store):
     assert set(store.fs.find(plog.remote.directory)) == listed
 
 
-def test_read_committed_below_the_local_start_reports_aborted_transactions(tmp_path, store):
-    """A's aborted transaction lies wholly in uploaded segments (its entry is in an
-    uploaded ``.txnindex``); B's began in one, but its ABORT marker is in the local tail.
-    Fetches served from the bucket report both, as the local log did before."""
+def _two_aborted(tmp_path, store):
+    """A tiered log with A's aborted transaction in its first segment, B's begun in the
+    second and aborted in the third (the active one); (log, tier, A's marker, B's first
+    offset, B's marker)."""
     a, b = 1001, 1002
     plog = _log(tmp_path, segment_bytes=1 << 20)
     tier = _tier(store)
     tier.attach(plog)
     append_committed(plog, make_batch(3, ts=None))
-    a_first = append_committed(plog, txn_batch(a, 0))
+    append_committed(plog, txn_batch(a, 0))
     a_marker = append_marker(plog, a, commit=False)
     plog.roll()
     append_committed(plog, make_batch(3, ts=None))
@@ -392,17 +392,28 @@ def test_read_committed_below_the_local_start_reports_aborted_transactions(tmp_p
     plog.roll()
     b_marker = append_marker(plog, b, commit=False)
     append_committed(plog, make_batch(3, ts=None))
+    return plog, tier, a_marker, b_first, b_marker
+
+
+def _tiered_locally_dropped(plog, tier):
+    tier.run_for(plog)
+    plog.config = plog.config.with_values({"local_retention_bytes": 0})
+    tier.run_for(plog)
+
+
+def test_read_committed_below_the_local_start_reports_aborted_transactions(tmp_path, store):
+    """A's aborted transaction lies wholly in uploaded segments (its entry is in an
+    uploaded ``.txnindex``); B's began in one, but its ABORT marker is in the local tail.
+    Fetches served from the bucket report both, as the local log did before."""
+    plog, tier, a_marker, b_first, b_marker = _two_aborted(tmp_path, store)
     ranges = [(0, b_first + 2), (a_marker + 1, b_first + 2), (b_first, b_marker + 1)]
     local = [plog.aborted_transactions(*r) for r in ranges]
     assert [t.last_offset for t in local[0]] == [a_marker, b_marker]
-    assert [t.first_offset for t in local[2]] == [b_first] and a_first < a_marker
+    assert [t.first_offset for t in local[2]] == [b_first]
 
-    tier.run_for(plog)
-    m = plog.remote.manifest
-    assert m.end_offset == b_first + 2 and ".txnindex" in m.segments[0].files
-    plog.config = plog.config.with_values({"local_retention_bytes": 0})
-    tier.run_for(plog)
-    assert plog.local_log_start_offset == b_first + 2
+    _tiered_locally_dropped(plog, tier)
+    assert ".txnindex" in plog.remote.manifest.segments[0].files
+    assert plog.local_log_start_offset == plog.remote.manifest.end_offset == b_first + 2
     assert [plog.aborted_transactions(*r) for r in ranges] == local
     # what a read_committed fetch reports: the aborted transactions up to what it returned
     info = plog.read(0, 1 << 20, max_offset=plog.last_stable_offset)
@@ -410,3 +421,25 @@ def test_read_committed_below_the_local_start_reports_aborted_transactions(tmp_p
     assert plog.aborted_transactions(0, info.next_offset) == local[0][:1]
     info = plog.read(info.next_offset, 1 << 20, max_offset=plog.last_stable_offset)
     assert plog.aborted_transactions(a_marker + 1, info.next_offset) == local[0][1:]
+
+
+def test_a_read_committed_prefetch_reads_the_transaction_indexes_too(tmp_path):
+    """The broker prefetches on a worker thread so its event loop never waits on the
+    store: after a read_committed prefetch, the fetch's read and its aborted transactions
+    need no store call (every call fails now)."""
+    inner = fsspec.filesystem("memory")
+    root = f"/tier-{uuid.uuid4().hex}"
+    faulty = FaultyFileSystem(inner)
+    try:
+        plog, tier, a_marker, _b, _m = _two_aborted(
+            tmp_path, RemoteStore(faulty, root, RetryPolicy(attempts=1)))
+        want = plog.aborted_transactions(0, a_marker + 1)
+        _tiered_locally_dropped(plog, tier)
+        plog.remote.prefetch(0, 1 << 20, read_committed=True)
+        faulty.fail_rate = 1.0
+        info = plog.read(0, 1 << 20, max_offset=plog.last_stable_offset)
+        assert info.next_offset == a_marker + 1
+        assert plog.aborted_transactions(0, info.next_offset) == want
+        assert faulty.failures == 0
+    finally:
+        inner.rm(root, recursive=True)

@@ -185,9 +185,9 @@ def _clean(plog: PartitionLog, segs: list[LogSegment], end_offset: int,
                 log.info("log changed during cleaning of %s; abandoning", plog)
                 cleaned.delete_files()
                 return None
-            _swap(plog, group, cleaned, crash_at)
-            if w.last_marker_removed >= 0:
+            if w.last_marker_removed >= 0:  # before the swap: a crash then finds none
                 plog.producer_state.delete_snapshots_through(w.last_marker_removed)
+            _swap(plog, group, cleaned, crash_at)
     with plog.lock():
         plog.cleaner_checkpoint = end_offset
         plog.cleaner_next_horizon_ms = min(horizons, default=None)

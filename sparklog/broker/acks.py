@@ -2,22 +2,28 @@
 every in-sync replica has its batch (the high watermark passed it) under the leader epoch
 it was appended in (``Partition.acks_all_state``).
 
-The wait parks on the connection that sent the request (``delayed.py``): it ends when the
-batches are replicated, when one fails (NOT_LEADER_OR_FOLLOWER after a leadership change,
+The wait parks (``delayed.py``) on the connection that sent the request, or, for what a
+coordinator writes on its own (transaction markers and states), in the purgatory with no
+owner (``Broker.park``): it ends when the batches are replicated, when one fails (NOT_LEADER_OR_FOLLOWER after a leadership change,
 NOT_ENOUGH_REPLICAS_AFTER_APPEND after the ISR shrank below ``min.insync.replicas``), at the
 timeout (REQUEST_TIMED_OUT; the records stay appended, as in Kafka), or with the
-connection.
+connection. Without a way to park (``park`` None) the state is looked at once.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable, Collection
 
+from sparklog.broker.delayed import Waiters
 from sparklog.broker.partition import Partition
-from sparklog.broker.server import Connection
 from sparklog.protocol.errors import ErrorCode
 
-__all__ = ["AcksAllWait", "wait_replicated"]
+__all__ = ["AcksAllWait", "Park", "wait_replicated"]
+
+# parks until one of the waiters wakes (True) or the timeout in seconds passes (False):
+# ``Connection.park``, or ``Broker.park`` for a wait no request owns
+Park = Callable[[Collection[Waiters], float], Awaitable[bool]]
 
 
 class AcksAllWait:
@@ -34,7 +40,7 @@ class AcksAllWait:
                                 p.log.config.min_insync_replicas)
 
 
-async def wait_replicated(conn: Connection | None, waits: list[AcksAllWait],
+async def wait_replicated(park: Park | None, waits: list[AcksAllWait],
                           timeout_ms: int) -> dict[tuple[str, int], ErrorCode]:
     """Park until every partition's ISR has its batch; the errors of those that failed or
     are still short (REQUEST_TIMED_OUT)."""
@@ -51,9 +57,9 @@ async def wait_replicated(conn: Connection | None, waits: list[AcksAllWait],
             elif code != ErrorCode.NONE:
                 errors[(w.partition.topic, w.partition.partition)] = code
         pending = still
-        if not pending or conn is None:
+        if not pending or park is None:
             break
-        if not await conn.park([w.partition.waiters for w in pending], deadline - loop.time()):
+        if not await park([w.partition.waiters for w in pending], deadline - loop.time()):
             break
     for w in pending:
         code = w.state()

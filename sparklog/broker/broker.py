@@ -9,9 +9,9 @@ Start order matters for durability and correctness: the data directories' locks 
 metadata (it says which partitions exist), then the logs (recovered by the storage layer;
 a partition that cannot be loaded stays offline), then the listener binds (registration
 needs its real port), then the replica manager takes its roles, the group coordinator loads
-the ``__consumer_offsets`` partitions this broker leads (it follows their leadership from
-then on), the transaction coordinator loads ``__transaction_state`` (completing
-transactions a crash left prepared: their markers need the partitions open), and the
+the ``__consumer_offsets`` partitions this broker leads and the transaction coordinator
+the ``__transaction_state`` ones (both follow their leadership from then on; transactions
+a crash left prepared resume their markers: they need the partitions open), and the
 replica fetchers and the periodic ISR check start. Nothing after the bind yields to the
 event loop, so no request is served before all of that is done. Shutdown runs the other
 way: leave the cluster (unregister: a broker in its own process has its leaderships moved
@@ -26,16 +26,18 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
-from sparklog.broker.acks import AcksAllWait
+from sparklog.broker.acks import AcksAllWait, wait_replicated
 from sparklog.broker.config import BrokerConfig, check_dynamic_broker_configs
 from sparklog.broker.controller_channel import ControllerChannel
+from sparklog.broker.delayed import Waiters
 from sparklog.broker.dispatch import Dispatcher
 from sparklog.broker.group.config import CoordinatorConfig
 from sparklog.broker.group.coordinator import GroupCoordinator
 from sparklog.broker.group.model import LoopClock
 from sparklog.broker.group.store import GroupStore, ReplicatedRecordLog
+from sparklog.broker.inter_broker import InterBrokerClients
 from sparklog.broker.metadata_cache import MetadataCache, MetadataRecord, PartitionInfo, TopicInfo
 from sparklog.broker.producer_ids import ProducerIdManager
 from sparklog.broker.replica_fetcher import FetcherConfig, ReplicaFetcherManager
@@ -43,8 +45,10 @@ from sparklog.broker.replica_manager import ReplicaManager
 from sparklog.broker.server import KafkaServer
 from sparklog.broker.txn.config import TxnConfig
 from sparklog.broker.txn.coordinator import TransactionCoordinator
+from sparklog.broker.txn.marker_channel import MarkerChannel
 from sparklog.broker.txn.markers import LocalMarkerWriter
 from sparklog.broker.txn.store import TxnStore
+from sparklog.broker.txn.verification import ProduceVerifier
 from sparklog.protocol.errors import ErrorCode, InvalidConfigError, KafkaError
 from sparklog.protocol.internal_topics import CONSUMER_OFFSETS, INTERNAL_TOPICS, TRANSACTION_STATE
 from sparklog.protocol.topic_names import validate_topic_name
@@ -88,6 +92,15 @@ class Broker:
         self._isr_task: asyncio.Task[None] | None = None
         self.txn_coordinator: TransactionCoordinator | None = None
         self.txn_markers = LocalMarkerWriter(self.replica_manager, self._on_offsets_marker)
+        self.request_timeout_ms = int(config.get("request.timeout.ms"))
+        self.inter_broker = InterBrokerClients(self.node_id, self.metadata,
+                                               self.request_timeout_ms)
+        self._marker_channel = MarkerChannel(self.node_id, self.metadata, self.txn_markers,
+                                             self.inter_broker, self.park,
+                                             self.request_timeout_ms)
+        self.txn_verifier = ProduceVerifier(self.node_id, lambda: self.txn_coordinator,
+                                            self.txn_coordinator_node, self.inter_broker,
+                                            self.replica_manager)
         self.producer_ids = ProducerIdManager(channel)
         self.dispatcher = Dispatcher(self)
         self.server: KafkaServer | None = None
@@ -154,6 +167,8 @@ class Broker:
         if self.txn_coordinator is not None:
             self.txn_coordinator.shutdown()
             self.txn_coordinator = None
+        self._marker_channel.close()
+        await self.inter_broker.close()
         if self.group_coordinator is not None:
             self.group_coordinator.shutdown()
             self.group_coordinator = None
@@ -280,9 +295,13 @@ class Broker:
                 self.log_manager.update_config(rec["topic"], self.log_config_for(rec["topic"]))
             elif kind == "broker_config":
                 self._apply_dynamic_configs()
-        if any(rec.get("topic", rec.get("name")) == CONSUMER_OFFSETS
-               or rec.get("type") in ("fence_broker", "unfence_broker") for rec in records):
+        touched = {rec.get("topic", rec.get("name")) for rec in records}
+        membership = any(rec.get("type") in ("fence_broker", "unfence_broker")
+                         for rec in records)
+        if membership or CONSUMER_OFFSETS in touched:
             self._serve_group_partitions()
+        if membership or TRANSACTION_STATE in touched:
+            self._serve_txn_partitions()
         if deleted and self.group_coordinator is not None:
             # a topic re-created under the same name must not inherit stale positions
             self.group_coordinator.offsets.remove_topic_offsets(deleted)
@@ -375,7 +394,9 @@ class Broker:
         return self._ensure_internal_topic(TRANSACTION_STATE, "transaction.state.log")
 
     def _ensure_internal_topic(self, name: str, prefix: str) -> TopicInfo:
-        """A coordinator's compacted topic, sized by the ``<prefix>.*`` broker keys."""
+        """A coordinator's compacted topic, sized by the ``<prefix>.*`` broker keys (the
+        transaction state's ``min.insync.replicas`` too, capped by its replication factor
+        so that a small cluster can still write it)."""
         info = self.metadata.topic(name)
         if info is not None:
             return info
@@ -386,8 +407,42 @@ class Broker:
             "segment.bytes": str(self.config.get(f"{prefix}.segment.bytes")),
             "compression.type": "producer",
         }
+        if name == TRANSACTION_STATE:
+            configs["min.insync.replicas"] = str(
+                min(rf, int(self.config.get("transaction.state.log.min.isr"))))
         return self.create_topic(name, int(self.config.get(f"{prefix}.num.partitions")),
                                  rf, configs, internal=True)
+
+    def _led_partitions(self, topic: str, num_partitions: int) -> dict[int, int]:
+        """The partitions of a coordinator's ``topic`` this broker leads, with their
+        leader epochs: what its coordinator serves. Before the topic exists (it is created
+        on first use), a broker alone in its cluster serves every partition, as the single
+        node always has."""
+        info = self.metadata.topic(topic)
+        if info is None:
+            alone = self.metadata.live_brokers <= {self.node_id}
+            return dict.fromkeys(range(num_partitions), 0) if alone else {}
+        rm = self.replica_manager
+        return {n: p.leader_epoch for n in info.partitions
+                if (p := rm.get(topic, n)) is not None and p.is_leader}
+
+    def _coordinator_node(self, topic: str, partition: int, serves: bool,
+                          ensure_topic: Callable[[], TopicInfo] | None) -> int | None:
+        """The broker coordinating the keys of ``partition`` of ``topic``: its leader (the
+        topic is created now by ``ensure_topic`` if it does not exist, as Kafka's
+        FindCoordinator does); None while there is none (not elected yet, or not loaded
+        here yet). ``serves``: this broker's coordinator has the partition loaded."""
+        if serves:
+            return self.node_id
+        info = self.metadata.topic(topic)
+        if info is None:
+            if self.metadata.live_brokers <= {self.node_id} or ensure_topic is None:
+                return None  # alone, this broker serves every key until the topic exists
+            info = ensure_topic()
+        p = info.partitions.get(partition)
+        if p is None or p.leader not in self.metadata.live_brokers or p.leader == self.node_id:
+            return None  # no leader, or this one is about to load it
+        return p.leader
 
     def _start_group_coordinator(self) -> GroupCoordinator:
         cfg = CoordinatorConfig.from_broker_config(self.config)
@@ -403,56 +458,40 @@ class Broker:
     def _serve_group_partitions(self) -> None:
         """The group coordinator serves the groups of the offsets partitions this broker
         leads, and moves with their leadership (load on becoming leader, unload on losing
-        it). Before the topic exists (it is created on the first write), a broker alone in
-        its cluster serves every group, as the single node always has."""
+        it)."""
         gc = self.group_coordinator
-        if gc is None:
-            return
-        info = self.metadata.topic(CONSUMER_OFFSETS)
-        if info is None:
-            alone = self.metadata.live_brokers <= {self.node_id}
-            gc.serve_partitions(range(gc.store.num_partitions) if alone else ())
-            return
-        rm = self.replica_manager
-        gc.serve_partitions(n for n in info.partitions
-                            if (p := rm.get(CONSUMER_OFFSETS, n)) is not None and p.is_leader)
+        if gc is not None:
+            gc.serve_partitions(self._led_partitions(CONSUMER_OFFSETS, gc.store.num_partitions))
 
-    def group_write_wait(self, group_id: str) -> AcksAllWait | None:
-        """What a coordinator write for ``group_id`` just appended, to wait until the ISR
-        has it (Kafka's coordinator writes with acks=all); None when nothing is led here."""
-        gc = self.group_coordinator
-        p = None if gc is None else self.replica_manager.get(
-            CONSUMER_OFFSETS, gc.store.partition_for(group_id))
+    def coordinator_write_wait(self, topic: str, partition: int) -> AcksAllWait | None:
+        """What a coordinator's last write to ``partition`` of its ``topic`` appended, to
+        wait until the ISR has it (Kafka's coordinator writes with acks=all); None when
+        the partition is not led here."""
+        p = self.replica_manager.get(topic, partition)
         if p is None or not p.is_leader:
             return None
         return AcksAllWait(p, p.log.log_end_offset - 1, p.leader_epoch)
 
-    def group_coordinator_node(self, group_id: str) -> int | None:
-        """The broker coordinating ``group_id``: the leader of its offsets partition (the
-        topic is created now if it does not exist, as Kafka's FindCoordinator does); None
-        while there is none (not elected yet, or its groups are still loading here)."""
+    def group_write_wait(self, group_id: str) -> AcksAllWait | None:
+        """``coordinator_write_wait`` of ``group_id``'s offsets partition."""
         gc = self.group_coordinator
         if gc is None:
             return None
-        if gc.serves(group_id):
-            return self.node_id
-        info = self.metadata.topic(CONSUMER_OFFSETS)
-        if info is None:
-            if self.metadata.live_brokers <= {self.node_id}:
-                return None  # alone, this broker serves every group until the topic exists
-            info = self.ensure_offsets_topic()
-        p = info.partitions.get(gc.store.partition_for(group_id))
-        if p is None or p.leader not in self.metadata.live_brokers:
+        return self.coordinator_write_wait(CONSUMER_OFFSETS, gc.store.partition_for(group_id))
+
+    def group_coordinator_node(self, group_id: str) -> int | None:
+        """The broker coordinating ``group_id`` (``_coordinator_node``)."""
+        gc = self.group_coordinator
+        if gc is None:
             return None
-        if p.leader == self.node_id:
-            return self.node_id if gc.serves(group_id) else None  # loaded just now, or not
-        return p.leader
+        return self._coordinator_node(CONSUMER_OFFSETS, gc.store.partition_for(group_id),
+                                      gc.serves(group_id), self.ensure_offsets_topic)
 
     # -- the transaction coordinator and its topic ----------------------------------------
 
     def _start_txn_coordinator(self, groups: GroupStore) -> None:
-        """Every state partition is loaded here: a single broker coordinates every
-        transactional id (transactions left prepared are completed now)."""
+        """The transaction coordinator serves the state partitions this broker leads
+        (every one on a single broker; transactions left prepared resume their markers)."""
         cfg = TxnConfig.from_broker_config(self.config)
         info = self.metadata.topic(TRANSACTION_STATE)
         partitions = (len(info.partitions) if info is not None
@@ -460,10 +499,42 @@ class Broker:
         store = TxnStore(ReplicatedRecordLog(self.replica_manager, TRANSACTION_STATE,
                                              self.ensure_txn_state_topic), partitions)
         self.txn_coordinator = TransactionCoordinator(
-            cfg, store, self.txn_markers, self.producer_ids.next_id, groups.partition_for,
-            LoopClock())
-        self.txn_coordinator.load_all_partitions()
+            cfg, store, self._marker_channel, self.producer_ids.next_id, groups.partition_for,
+            LoopClock(), self._txn_state_replicated)
+        self._serve_txn_partitions()
         self.txn_coordinator.start()
+
+    def _serve_txn_partitions(self) -> None:
+        """The transaction coordinator follows the leadership of ``__transaction_state``'s
+        partitions, at their leader epochs (the coordinator epochs)."""
+        tc = self.txn_coordinator
+        if tc is not None:
+            tc.serve_partitions(self._led_partitions(TRANSACTION_STATE, tc.store.num_partitions))
+
+    def txn_coordinator_node(self, transactional_id: str, *,
+                             create_topic: bool = False) -> int | None:
+        """The broker coordinating ``transactional_id`` (``_coordinator_node``); with
+        ``create_topic`` (FindCoordinator) the state topic is created if it does not exist."""
+        tc = self.txn_coordinator
+        if tc is None:
+            return None
+        return self._coordinator_node(
+            TRANSACTION_STATE, tc.store.partition_for(transactional_id),
+            tc.serves(transactional_id), self.ensure_txn_state_topic if create_topic else None)
+
+    async def _txn_state_replicated(self, partition: int) -> ErrorCode:
+        """Wait until the ISR of state partition ``partition`` has what was written to it."""
+        wait = self.coordinator_write_wait(TRANSACTION_STATE, partition)
+        if wait is None:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        failed = await wait_replicated(self.park, [wait], self.request_timeout_ms)
+        return next(iter(failed.values()), ErrorCode.NONE)
+
+    async def park(self, waiters: Collection[Waiters], timeout_s: float) -> bool:
+        """Park a wait no request owns (a coordinator's own writes) in the purgatory."""
+        if self.server is None:
+            return False
+        return await self.server.purgatory.park(None, waiters, timeout_s)
 
     def _on_offsets_marker(self, partition: int, producer_id: int, commit: bool) -> None:
         if self.group_coordinator is not None:

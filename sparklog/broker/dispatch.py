@@ -37,6 +37,7 @@ from sparklog.protocol.primitives import Reader, Writer
 from sparklog.protocol.schema import Message, TopLevel
 
 if TYPE_CHECKING:
+    from sparklog.broker.acks import Park
     from sparklog.broker.broker import Broker
 
 log = logging.getLogger(__name__)
@@ -77,6 +78,11 @@ class RequestContext:
     broker: Broker
     connection: Connection | None = None
     received_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+
+    @property
+    def park(self) -> Park | None:
+        """How this request waits (``acks.wait_replicated``): on its connection."""
+        return None if self.connection is None else self.connection.park
 
     def log_once(self, key: str, level: int, msg: str, *args: Any) -> None:
         if self.connection is not None:

@@ -35,6 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from sparklog.broker.acks import AcksAllWait
 from sparklog.broker.controller_channel import AlterPartitionAnswer
 from sparklog.broker.metadata_cache import PartitionInfo
 from sparklog.broker.partition import Partition, Transition
@@ -47,7 +48,7 @@ from sparklog.protocol.errors import (
     RecordTooLargeError,
     UnknownTopicOrPartitionError,
 )
-from sparklog.storage.partition_log import AppendInfo, PartitionLog
+from sparklog.storage.partition_log import PartitionLog
 
 log = logging.getLogger(__name__)
 
@@ -229,8 +230,9 @@ class ReplicaManager:
         except KafkaError as exc:
             return AppendResult(exc)
 
-    def append_internal(self, topic: str, partition: int, batch: Records) -> AppendInfo:
+    def append_internal(self, topic: str, partition: int, batch: Records) -> AcksAllWait:
         """Append a batch this broker built (a coordinator's records) as leader; raises.
+        Returns what to wait on until the ISR has it (coordinators write with acks=all).
 
         No client checks: the writer sets keys and timestamps itself, so the log does not
         decode the batch again. Only ``max.message.bytes`` still applies, as it does in
@@ -243,7 +245,7 @@ class ReplicaManager:
         info = p.log.append_as_leader(batch, p.leader_epoch, origin="coordinator")
         p.maybe_advance_hw()
         p.waiters.wake()
-        return info
+        return AcksAllWait(p, info.last_offset, p.leader_epoch)
 
     # -- leader side of replication -----------------------------------------------------
 

@@ -1,14 +1,16 @@
 """A clock whose timers fire only when a test advances it (coordinators take a ``Clock``:
-``now_ms`` and ``call_later``), and ``settle`` to let started coroutines run first."""
+``now_ms`` and ``call_later``), ``settle`` to let started coroutines run first, and
+``in_loop`` to write a test of coroutines as one."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import heapq
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 
-__all__ = ["FakeClock", "FakeTimer", "settle"]
+__all__ = ["FakeClock", "FakeTimer", "in_loop", "settle"]
 
 
 class FakeTimer:
@@ -51,3 +53,13 @@ class FakeClock:
 async def settle() -> None:
     for _ in range(5):
         await asyncio.sleep(0)
+
+
+def in_loop(test: Callable[..., Coroutine[object, object, None]]) -> Callable[..., None]:
+    """Run the coroutine test function in a fresh event loop (its fixtures as given)."""
+
+    @functools.wraps(test)
+    def run(*args: object, **kwargs: object) -> None:
+        asyncio.run(test(*args, **kwargs))
+
+    return run

@@ -54,16 +54,13 @@ async def handle_find_coordinator(ctx: RequestContext, request: TopLevel) -> Top
                    error_message=f"unknown coordinator key type {key_type}",
                    node_id=-1, host="", port=-1)
     broker = ctx.broker
-    # a group's coordinator leads its offsets partition; a transactional id's is this
-    # broker while its coordinator has the id's __transaction_state partition loaded
-    node_id: int | None = broker.node_id
-    if key_type == KEY_TYPE_GROUP:
-        try:
-            node_id = broker.group_coordinator_node(request.key)
-        except KafkaError:
-            node_id = None  # the offsets topic could not be created now: the client retries
-    elif broker.txn_coordinator is None or not broker.txn_coordinator.serves(request.key):
-        node_id = None
+    # a group's coordinator leads its offsets partition, a transactional id's the id's
+    # __transaction_state partition
+    try:
+        node_id = (broker.group_coordinator_node(request.key) if key_type == KEY_TYPE_GROUP
+                   else broker.txn_coordinator_node(request.key, create_topic=True))
+    except KafkaError:
+        node_id = None  # the topic could not be created now: the client retries
     if node_id is None:
         return cls(error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE), error_message=None,
                    node_id=-1, host="", port=-1)
@@ -189,7 +186,7 @@ async def handle_offset_commit(ctx: RequestContext, request: TopLevel) -> TopLev
         if wait is not None and ErrorCode.NONE in results.values():
             # acknowledged once every in-sync replica of the offsets partition has it
             timeout_ms = int(ctx.broker.config.get("offsets.commit.timeout.ms"))
-            failed = await wait_replicated(ctx.connection, [wait], timeout_ms)
+            failed = await wait_replicated(ctx.park, [wait], timeout_ms)
             if failed:
                 code = _COMMIT_WRITE_ERRORS.get(next(iter(failed.values())),
                                                 ErrorCode.COORDINATOR_NOT_AVAILABLE)

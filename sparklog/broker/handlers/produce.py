@@ -22,7 +22,7 @@ from sparklog.broker.acks import AcksAllWait, wait_replicated
 from sparklog.broker.dispatch import RequestContext, register
 from sparklog.broker.replica_manager import Records
 from sparklog.broker.server import CloseConnection
-from sparklog.broker.txn.coordinator import TransactionCoordinator
+from sparklog.broker.txn.verification import ProduceVerifier
 from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.batch_header import (
     ATTRIBUTES_OFFSET,
@@ -39,14 +39,15 @@ MIN_SERVED_VERSION = 3
 _ATTRIBUTES = ATTRIBUTES_OFFSET + 1  # the attributes' low byte (int16, big endian)
 
 
-def _transactional_error(tc: TransactionCoordinator | None, transactional_id: str | None,
-                         tp: tuple[str, int], records: Records) -> ErrorCode:
+async def _transactional_error(verifier: ProduceVerifier, transactional_id: str | None,
+                               tp: tuple[str, int], records: Records) -> ErrorCode:
     """A transactional batch needs the request's transactional id (Kafka refuses it with
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED otherwise: no transaction could ever close it)
-    and, KIP-890, its partition in the producer's ongoing transaction."""
+    and, KIP-890, its partition in the producer's ongoing transaction (asked of the id's
+    coordinator, wherever it is)."""
     if transactional_id is None:
         return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-    return ErrorCode.NONE if tc is None else tc.verify_produce(transactional_id, tp, records)
+    return await verifier.verify(transactional_id, tp, records)
 
 
 @register(ApiKey.PRODUCE, 0, 10)
@@ -88,8 +89,8 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
                 failed = True
                 continue
             if len(records) > _ATTRIBUTES and records[_ATTRIBUTES] & TRANSACTIONAL_MASK:
-                code = _transactional_error(broker.txn_coordinator, request.transactional_id,
-                                            (t.name, pd.index), records)
+                code = await _transactional_error(broker.txn_verifier, request.transactional_id,
+                                                  (t.name, pd.index), records)
                 if code != ErrorCode.NONE:
                     parts.append(PartResp(index=pd.index, error_code=int(code), base_offset=-1,
                                           error_message=f"transactional batch refused for "
@@ -120,7 +121,7 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Produc
             raise CloseConnection()
         return None
     if waits:
-        errors = await wait_replicated(ctx.connection, waits, max(0, request.timeout_ms))
+        errors = await wait_replicated(ctx.park, waits, max(0, request.timeout_ms))
         for tr in responses:
             for pr in tr.partition_responses:
                 code = errors.get((tr.name, pr.index))

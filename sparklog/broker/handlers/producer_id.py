@@ -28,9 +28,10 @@ async def handle_init_producer_id(ctx: RequestContext, request: TopLevel) -> Top
             res = InitResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         else:
             v6 = ctx.api_version >= 6
-            res = tc.init_producer_id(request.transactional_id, request.transaction_timeout_ms,
-                                      pid, epoch, enable_2pc=v6 and request.enable_2pc,
-                                      keep_prepared=v6 and request.keep_prepared_txn)
+            res = await tc.init_producer_id(
+                request.transactional_id, request.transaction_timeout_ms, pid, epoch,
+                enable_2pc=v6 and request.enable_2pc,
+                keep_prepared=v6 and request.keep_prepared_txn)
         return resp_cls(throttle_time_ms=0,
                         error_code=int(fenced_code(res.error, ctx.api_version, 4)),
                         producer_id=res.producer_id, producer_epoch=res.producer_epoch,

@@ -17,8 +17,9 @@ AddPartitionsToTxn v4-v5 is the broker-to-broker verify form of KIP-890 part 1.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
+from sparklog.broker.acks import AcksAllWait, wait_replicated
 from sparklog.broker.dispatch import RequestContext, api_spec, register
 from sparklog.broker.group.records import OffsetAndMetadata
 from sparklog.broker.txn.coordinator import TransactionCoordinator
@@ -51,7 +52,7 @@ def _by_topic(results: dict[TopicPartition, ErrorCode], topic_cls: type[Message]
     return [topic_cls(name=t, results_by_partition=ps) for t, ps in topics.items()]
 
 
-def _add_partitions(ctx: RequestContext, tc: TransactionCoordinator | None,
+async def _add_partitions(ctx: RequestContext, tc: TransactionCoordinator | None,
                     transactional_id: str, producer_id: int, producer_epoch: int,
                     partitions: list[TopicPartition], verify_only: bool
                     ) -> dict[TopicPartition, ErrorCode]:
@@ -67,7 +68,7 @@ def _add_partitions(ctx: RequestContext, tc: TransactionCoordinator | None,
     if unknown:
         return {tp: E.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else E.OPERATION_NOT_ATTEMPTED
                 for tp in partitions}
-    err = tc.add_partitions(transactional_id, producer_id, producer_epoch, partitions)
+    err = await tc.add_partitions(transactional_id, producer_id, producer_epoch, partitions)
     return dict.fromkeys(partitions, fenced_code(err, ctx.api_version, 2))
 
 
@@ -78,38 +79,40 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, request: TopLevel) -
     tc = _coordinator(ctx)
     if ctx.api_version <= 3:
         parts = [(t.name, p) for t in request.v3_and_below_topics for p in t.partitions]
-        res = _add_partitions(ctx, tc, request.v3_and_below_transactional_id,
-                              request.v3_and_below_producer_id,
-                              request.v3_and_below_producer_epoch, parts, verify_only=False)
+        res = await _add_partitions(ctx, tc, request.v3_and_below_transactional_id,
+                                    request.v3_and_below_producer_id,
+                                    request.v3_and_below_producer_epoch, parts,
+                                    verify_only=False)
         return cls(throttle_time_ms=0, results_by_topic_v3_and_below=_by_topic(res, TR, PR))
     out = []
     for txn in request.transactions:
         parts = [(t.name, p) for t in txn.topics for p in t.partitions]
-        res = _add_partitions(ctx, tc, txn.transactional_id, txn.producer_id,
-                              txn.producer_epoch, parts, verify_only=txn.verify_only)
+        res = await _add_partitions(ctx, tc, txn.transactional_id, txn.producer_id,
+                                    txn.producer_epoch, parts, verify_only=txn.verify_only)
         out.append(cls.AddPartitionsToTxnResult(transactional_id=txn.transactional_id,
                                                 topic_results=_by_topic(res, TR, PR)))
     return cls(throttle_time_ms=0, error_code=0, results_by_transaction=out)
 
 
-def _one_error(ctx: RequestContext, call: Callable[[TransactionCoordinator], ErrorCode]
-               ) -> TopLevel:
+async def _one_error(ctx: RequestContext,
+                     call: Callable[[TransactionCoordinator], Awaitable[ErrorCode]]) -> TopLevel:
     """The response of an API whose answer is one error code (fenced per KIP-588 from v2)."""
     tc = _coordinator(ctx)
-    err = E.COORDINATOR_NOT_AVAILABLE if tc is None else fenced_code(call(tc), ctx.api_version, 2)
+    err = (E.COORDINATOR_NOT_AVAILABLE if tc is None
+           else fenced_code(await call(tc), ctx.api_version, 2))
     return api_spec(ctx.api_key).response(throttle_time_ms=0, error_code=int(err))
 
 
 @register(ApiKey.ADD_OFFSETS_TO_TXN, 0, 4)
 async def handle_add_offsets_to_txn(ctx: RequestContext, request: TopLevel) -> TopLevel:
-    return _one_error(ctx, lambda tc: tc.add_offsets(
+    return await _one_error(ctx, lambda tc: tc.add_offsets(
         request.transactional_id, request.producer_id, request.producer_epoch,
         request.group_id))
 
 
 @register(ApiKey.END_TXN, 0, 4)
 async def handle_end_txn(ctx: RequestContext, request: TopLevel) -> TopLevel:
-    return _one_error(ctx, lambda tc: tc.end_txn(
+    return await _one_error(ctx, lambda tc: tc.end_txn(
         request.transactional_id, request.producer_id, request.producer_epoch,
         request.committed))
 
@@ -146,18 +149,28 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: TopLevel) -> To
 
 @register(ApiKey.WRITE_TXN_MARKERS, 0, 1)
 async def handle_write_txn_markers(ctx: RequestContext, request: TopLevel) -> TopLevel:
+    """A coordinator's markers: appended where this broker leads the partition (elsewhere
+    NOT_LEADER_OR_FOLLOWER: the coordinator asks the new leader), answered once every
+    in-sync replica has them (Kafka appends markers with required acks -1)."""
     cls = api_spec(ApiKey.WRITE_TXN_MARKERS).response
     MR, TR, PR = (cls.WritableTxnMarkerResult, cls.WritableTxnMarkerTopicResult,
                   cls.WritableTxnMarkerPartitionResult)
     writer = ctx.broker.txn_markers
-    out = []
+    results: list[dict[TopicPartition, ErrorCode]] = []
+    waits: list[AcksAllWait] = []
     for m in request.markers:
         parts = [(t.name, p) for t in m.topics for p in t.partition_indexes]
-        res = writer.write(m.producer_id, m.producer_epoch, m.transaction_result,
-                           m.coordinator_epoch, parts)
+        res, appended = writer.write(m.producer_id, m.producer_epoch, m.transaction_result,
+                                     m.coordinator_epoch, parts)
+        results.append(res)
+        waits += appended
+    failed = await wait_replicated(ctx.park, waits, ctx.broker.request_timeout_ms)
+    out = []
+    for m, res in zip(request.markers, results, strict=True):
         topics: dict[str, list[Message]] = {}
-        for (topic, p), err in res.items():
-            topics.setdefault(topic, []).append(PR(partition_index=p, error_code=int(err)))
+        for tp, err in res.items():
+            code = failed.get(tp, err) if err is E.NONE else err
+            topics.setdefault(tp[0], []).append(PR(partition_index=tp[1], error_code=int(code)))
         out.append(MR(producer_id=m.producer_id,
                       topics=[TR(name=n, partitions=ps) for n, ps in topics.items()]))
     return cls(markers=out)

@@ -1,16 +1,20 @@
 """Transaction markers: the COMMIT or ABORT control batch that ends a producer's
 transaction in each partition it wrote (what WriteTxnMarkers does in Kafka).
 
-``LocalMarkerWriter`` appends them to the partitions this broker leads, through the replica
-manager as a coordinator append (no client rules; the producer epoch is still checked, so
-a marker older than the producer's epoch is refused). A marker that lands in a
-``__consumer_offsets`` partition also settles the group coordinator's offsets pending in
-that transaction. Both the transaction coordinator (single node: every partition is
-local) and the WriteTxnMarkers handler (a remote coordinator's request) use it.
+``LocalMarkerWriter`` appends them to the partitions this broker leads (a partition led
+elsewhere gets NOT_LEADER_OR_FOLLOWER: markers are only ever appended by the leader),
+through the replica manager as a coordinator append (no client rules; the producer epoch
+is still checked, so a marker older than the producer's epoch is refused). A marker that
+lands in a ``__consumer_offsets`` partition also settles the group coordinator's offsets
+pending in that transaction. ``write_replicated`` then waits until each partition's ISR
+has its marker, as Kafka appends markers with required acks -1: the transaction
+coordinator (for its local partitions, ``marker_channel``) and the WriteTxnMarkers handler
+(a remote coordinator's request) both write this way.
 
-Outcome per partition: NONE when the marker is in the log, when the partition no longer
-exists (a deleted topic needs no marker, as in Kafka) or when the partition has seen a newer
-epoch of the producer; any other error means "not written, retry".
+Outcome per partition: NONE when the marker is in the log of every in-sync replica, when
+the partition no longer exists (a deleted topic needs no marker, as in Kafka) or when the
+partition has seen a newer epoch of the producer; any other error means "not written,
+retry" (a marker written twice is harmless: the second closes no transaction).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Protocol
 
+from sparklog.broker.acks import AcksAllWait, Park, wait_replicated
 from sparklog.broker.txn.records import TopicPartition
 from sparklog.protocol.control_records import encode_control_batch
 from sparklog.protocol.errors import ErrorCode, KafkaError
@@ -30,7 +35,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["MarkerWriter", "LocalMarkerWriter"]
+__all__ = ["MarkerWriter", "LocalMarkerWriter", "write_replicated"]
 
 # errors after which no marker is needed: the partition is gone, or the producer already
 # has a newer epoch there (a later marker superseded this one)
@@ -38,9 +43,12 @@ _SETTLED = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID_PR
 
 
 class MarkerWriter(Protocol):
-    def write(self, producer_id: int, producer_epoch: int, commit: bool,
-              coordinator_epoch: int, partitions: Iterable[TopicPartition]
-              ) -> dict[TopicPartition, ErrorCode]: ...
+    """What the transaction coordinator writes markers with: one attempt per partition,
+    its outcome (NONE: written and replicated, or not needed)."""
+
+    async def write(self, producer_id: int, producer_epoch: int, commit: bool,
+                    coordinator_epoch: int, partitions: Iterable[TopicPartition]
+                    ) -> dict[TopicPartition, ErrorCode]: ...
 
 
 class LocalMarkerWriter:
@@ -54,15 +62,17 @@ class LocalMarkerWriter:
 
     def write(self, producer_id: int, producer_epoch: int, commit: bool,
               coordinator_epoch: int, partitions: Iterable[TopicPartition]
-              ) -> dict[TopicPartition, ErrorCode]:
+              ) -> tuple[dict[TopicPartition, ErrorCode], list[AcksAllWait]]:
+        """Append the markers; their outcomes, and the appends to wait on for the ISR."""
         batch = encode_control_batch(commit, producer_id=producer_id,
                                      producer_epoch=producer_epoch,
                                      coordinator_epoch=coordinator_epoch,
                                      timestamp=int(time.time() * 1000))
         out: dict[TopicPartition, ErrorCode] = {}
+        waits: list[AcksAllWait] = []
         for topic, partition in partitions:
             try:
-                self._replicas.append_internal(topic, partition, batch)
+                written = self._replicas.append_internal(topic, partition, batch)
             except KafkaError as exc:
                 code = exc.error_code
                 if code in _SETTLED:
@@ -73,6 +83,18 @@ class LocalMarkerWriter:
                 out[(topic, partition)] = code
                 continue
             out[(topic, partition)] = ErrorCode.NONE
+            waits.append(written)
             if topic == CONSUMER_OFFSETS:
                 self._on_offsets_marker(partition, producer_id, commit)
-        return out
+        return out, waits
+
+
+async def write_replicated(writer: LocalMarkerWriter, park: Park | None, timeout_ms: int,
+                           producer_id: int, producer_epoch: int, commit: bool,
+                           coordinator_epoch: int, partitions: Iterable[TopicPartition]
+                           ) -> dict[TopicPartition, ErrorCode]:
+    """``writer.write``, each written marker then waited on until the partition's ISR has
+    it (or its wait failed: that partition's error)."""
+    out, waits = writer.write(producer_id, producer_epoch, commit, coordinator_epoch, partitions)
+    out.update(await wait_replicated(park, waits, timeout_ms))
+    return out

@@ -133,14 +133,14 @@ def test_acks_all_parks_on_its_connection_until_replicated(tmp_path):
 
         loop.call_later(0.02, p.waiters.wake)  # a wake that changes nothing: waits on
         loop.call_later(0.05, replicate)
-        assert await asyncio.wait_for(wait_replicated(conn, [AcksAllWait(p, 0, 0)], 5000),
+        assert await asyncio.wait_for(wait_replicated(conn.park, [AcksAllWait(p, 0, 0)], 5000),
                                       5) == {}
-        timed_out = await wait_replicated(conn, [AcksAllWait(p, 1, 0)], 30)
+        timed_out = await wait_replicated(conn.park, [AcksAllWait(p, 1, 0)], 30)
         assert timed_out == {("t", 0): ErrorCode.REQUEST_TIMED_OUT}
         # a wait under an epoch that is not the leader's is never acknowledged
-        assert await wait_replicated(conn, [AcksAllWait(p, 0, 7)], 30) == {
+        assert await wait_replicated(conn.park, [AcksAllWait(p, 0, 7)], 30) == {
             ("t", 0): ErrorCode.NOT_LEADER_OR_FOLLOWER}
-        waiting = loop.create_task(wait_replicated(conn, [AcksAllWait(p, 1, 0)], 3_600_000))
+        waiting = loop.create_task(wait_replicated(conn.park, [AcksAllWait(p, 1, 0)], 3_600_000))
         await asyncio.sleep(0)
         assert len(srv.purgatory) == 1
         conn.close()  # the connection going away cancels the wait

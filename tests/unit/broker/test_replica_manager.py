@@ -160,9 +160,9 @@ def test_internal_appends_skip_the_client_checks_but_not_the_size_limit(
     lead(rm, "compacted", internal=True)
     lead(rm, "small", internal=True)
     # the writer sets every key itself: no record is decoded again for the key check
-    info = rm.append_internal("compacted", 0, batch(b"a", key=None))
+    written = rm.append_internal("compacted", 0, batch(b"a", key=None))
     p = rm.leader_partition("compacted", 0)
-    assert (info.first_offset, p.log.high_watermark) == (0, 1)
+    assert (written.last_offset, p.log.high_watermark) == (0, 1)
     with pytest.raises(RecordTooLargeError):
         rm.append_internal("small", 0, batch(b"x" * 300))
     with pytest.raises(UnknownTopicOrPartitionError):

@@ -5,7 +5,6 @@ the record formats."""
 
 from __future__ import annotations
 
-import asyncio
 import struct
 from collections.abc import Iterable
 
@@ -23,7 +22,7 @@ from sparklog.broker.txn.records import (
 )
 from sparklog.broker.txn.store import TxnStore
 from sparklog.protocol.errors import ErrorCode as E
-from tests.helpers.clock import FakeClock
+from tests.helpers.clock import FakeClock, in_loop, settle
 
 TP = tuple[str, int]
 
@@ -35,8 +34,8 @@ class RecordingMarkers:
         self.written: list[tuple[int, int, bool, TP]] = []
         self.down = False
 
-    def write(self, producer_id: int, producer_epoch: int, commit: bool,
-              coordinator_epoch: int, partitions: Iterable[TP]) -> dict[TP, E]:
+    async def write(self, producer_id: int, producer_epoch: int, commit: bool,
+                    coordinator_epoch: int, partitions: Iterable[TP]) -> dict[TP, E]:
         out = {}
         for tp in partitions:
             if self.down:
@@ -56,10 +55,15 @@ class Ids:
         return self.n
 
 
-def init(tc: TransactionCoordinator, transactional_id: str, timeout_ms: int,
-         producer_id: int = -1, producer_epoch: int = -1) -> tuple[E, int, int]:
+async def replicated(partition: int) -> E:
+    """An in-memory log has no followers to wait for."""
+    return E.NONE
+
+
+async def init(tc: TransactionCoordinator, transactional_id: str, timeout_ms: int,
+               producer_id: int = -1, producer_epoch: int = -1) -> tuple[E, int, int]:
     """InitProducerId's (error, producer id, epoch)."""
-    r = tc.init_producer_id(transactional_id, timeout_ms, producer_id, producer_epoch)
+    r = await tc.init_producer_id(transactional_id, timeout_ms, producer_id, producer_epoch)
     return r.error, r.producer_id, r.producer_epoch
 
 
@@ -71,91 +75,99 @@ def make(log: MemoryRecordLog | None = None, clock: FakeClock | None = None,
     markers = markers or RecordingMarkers()
     config = TxnConfig(transaction_state_log_num_partitions=4, **cfg)
     tc = TransactionCoordinator(config, TxnStore(log, 4), markers, Ids(),
-                                lambda group: 7, clock)
+                                lambda group: 7, clock, replicated)
     tc.load_all_partitions()
     return tc, markers, clock, log
 
 
-def test_epochs_bump_on_each_init_and_fence_old_requests() -> None:
+@in_loop
+async def test_epochs_bump_on_each_init_and_fence_old_requests() -> None:
     tc, _m, _c, _l = make()
-    assert init(tc, "t", 60000) == (E.NONE, 1001, 0)
-    assert init(tc, "t", 60000) == (E.NONE, 1001, 1)
-    assert tc.add_partitions("t", 1001, 0, [("a", 0)]) == E.PRODUCER_FENCED
-    assert tc.add_partitions("t", 1002, 1, [("a", 0)]) == E.INVALID_PRODUCER_ID_MAPPING
-    assert tc.add_partitions("unknown", 1001, 1, [("a", 0)]) == E.INVALID_PRODUCER_ID_MAPPING
-    assert init(tc, "t", 900001)[0] == E.INVALID_TRANSACTION_TIMEOUT
-    assert init(tc, "t", 0)[0] == E.INVALID_TRANSACTION_TIMEOUT
-    assert init(tc, "", 1000)[0] == E.INVALID_REQUEST
+    assert await init(tc, "t", 60000) == (E.NONE, 1001, 0)
+    assert await init(tc, "t", 60000) == (E.NONE, 1001, 1)
+    assert await tc.add_partitions("t", 1001, 0, [("a", 0)]) == E.PRODUCER_FENCED
+    assert await tc.add_partitions("t", 1002, 1, [("a", 0)]) == E.INVALID_PRODUCER_ID_MAPPING
+    assert await tc.add_partitions("unknown", 1001, 1, [("a", 0)]) == E.INVALID_PRODUCER_ID_MAPPING
+    assert (await init(tc, "t", 900001))[0] == E.INVALID_TRANSACTION_TIMEOUT
+    assert (await init(tc, "t", 0))[0] == E.INVALID_TRANSACTION_TIMEOUT
+    assert (await init(tc, "", 1000))[0] == E.INVALID_REQUEST
     # KIP-360: the current epoch may ask for a bump; a retried bump gets the same answer
-    assert init(tc, "t", 60000, 1001, 1) == (E.NONE, 1001, 2)
-    assert init(tc, "t", 60000, 1001, 1) == (E.NONE, 1001, 2)
-    assert init(tc, "t", 60000, 1001, 0)[0] == E.PRODUCER_FENCED
+    assert await init(tc, "t", 60000, 1001, 1) == (E.NONE, 1001, 2)
+    assert await init(tc, "t", 60000, 1001, 1) == (E.NONE, 1001, 2)
+    assert (await init(tc, "t", 60000, 1001, 0))[0] == E.PRODUCER_FENCED
 
 
-def test_commit_writes_markers_then_completes_and_survives_reload() -> None:
+@in_loop
+async def test_commit_writes_markers_then_completes_and_survives_reload() -> None:
     tc, markers, clock, log = make()
-    _e, pid, epoch = init(tc, "t", 60000)
-    assert tc.add_partitions("t", pid, epoch, [("a", 0), ("b", 1)]) == E.NONE
-    assert tc.add_offsets("t", pid, epoch, "group") == E.NONE
+    _e, pid, epoch = await init(tc, "t", 60000)
+    assert await tc.add_partitions("t", pid, epoch, [("a", 0), ("b", 1)]) == E.NONE
+    assert await tc.add_offsets("t", pid, epoch, "group") == E.NONE
     m = tc.txns["t"]
     assert m.state == TxnState.ONGOING and m.start_ms == clock.now
     assert m.partitions == {("a", 0), ("b", 1), ("__consumer_offsets", 7)}
-    assert tc.end_txn("t", pid, epoch, commit=True) == E.NONE
+    assert await tc.end_txn("t", pid, epoch, commit=True) == E.NONE
     assert sorted(markers.written) == sorted(
         (pid, epoch, True, tp) for tp in [("a", 0), ("b", 1), ("__consumer_offsets", 7)])
     assert tc.txns["t"].state == TxnState.COMPLETE_COMMIT and not tc.txns["t"].partitions
-    assert tc.end_txn("t", pid, epoch, commit=True) == E.NONE  # a retry
-    assert tc.end_txn("t", pid, epoch, commit=False) == E.INVALID_TXN_STATE
+    assert await tc.end_txn("t", pid, epoch, commit=True) == E.NONE  # a retry
+    assert await tc.end_txn("t", pid, epoch, commit=False) == E.INVALID_TXN_STATE
     again, _m, _c, _l = make(log)
     assert again.txns["t"] == tc.txns["t"]
 
 
-def test_a_logged_decision_is_completed_after_a_crash() -> None:
+@in_loop
+async def test_a_logged_decision_is_completed_after_a_crash() -> None:
     tc, markers, _clock, log = make()
-    _e, pid, epoch = init(tc, "t", 60000)
-    tc.add_partitions("t", pid, epoch, [("a", 0), ("a", 1)])
+    _e, pid, epoch = await init(tc, "t", 60000)
+    await tc.add_partitions("t", pid, epoch, [("a", 0), ("a", 1)])
     markers.down = True  # the decision is logged, no marker gets written
-    assert tc.end_txn("t", pid, epoch, commit=True) == E.NONE
+    assert await tc.end_txn("t", pid, epoch, commit=True) == E.NONE
     assert tc.txns["t"].state == TxnState.PREPARE_COMMIT
-    assert tc.end_txn("t", pid, epoch, commit=True) == E.CONCURRENT_TRANSACTIONS
-    assert init(tc, "t", 60000)[0] == E.CONCURRENT_TRANSACTIONS
+    assert await tc.end_txn("t", pid, epoch, commit=True) == E.CONCURRENT_TRANSACTIONS
+    assert (await init(tc, "t", 60000))[0] == E.CONCURRENT_TRANSACTIONS
     # a new coordinator (the restarted broker) completes it from the log
     fresh = RecordingMarkers()
     again, _m, _c, _l = make(log, markers=fresh)
+    await settle()  # it resumes the markers as it loads, in the background
     assert sorted(fresh.written) == [(pid, epoch, True, ("a", 0)), (pid, epoch, True, ("a", 1))]
     assert again.txns["t"].state == TxnState.COMPLETE_COMMIT
 
 
-def test_a_new_producer_aborts_the_open_transaction_under_a_bumped_epoch() -> None:
+@in_loop
+async def test_a_new_producer_aborts_the_open_transaction_under_a_bumped_epoch() -> None:
     tc, markers, _c, _l = make()
-    _e, pid, epoch = init(tc, "t", 60000)
-    tc.add_partitions("t", pid, epoch, [("a", 0)])
-    assert init(tc, "t", 60000)[0] == E.CONCURRENT_TRANSACTIONS
+    _e, pid, epoch = await init(tc, "t", 60000)
+    await tc.add_partitions("t", pid, epoch, [("a", 0)])
+    assert (await init(tc, "t", 60000))[0] == E.CONCURRENT_TRANSACTIONS
     assert markers.written == [(pid, epoch + 1, False, ("a", 0))]
     assert tc.txns["t"].state == TxnState.COMPLETE_ABORT
-    assert init(tc, "t", 60000) == (E.NONE, pid, epoch + 2)
-    assert tc.end_txn("t", pid, epoch, commit=True) == E.PRODUCER_FENCED
+    assert await init(tc, "t", 60000) == (E.NONE, pid, epoch + 2)
+    assert await tc.end_txn("t", pid, epoch, commit=True) == E.PRODUCER_FENCED
 
 
-def test_timed_out_transactions_are_aborted_and_their_producer_fenced() -> None:
+@in_loop
+async def test_timed_out_transactions_are_aborted_and_their_producer_fenced() -> None:
     tc, markers, clock, _l = make()
-    _e, pid, epoch = init(tc, "slow", 1000)
-    tc.add_partitions("slow", pid, epoch, [("a", 0)])
-    _e, pid2, epoch2 = init(tc, "quick", 60000)
-    tc.add_partitions("quick", pid2, epoch2, [("a", 1)])
+    _e, pid, epoch = await init(tc, "slow", 1000)
+    await tc.add_partitions("slow", pid, epoch, [("a", 0)])
+    _e, pid2, epoch2 = await init(tc, "quick", 60000)
+    await tc.add_partitions("quick", pid2, epoch2, [("a", 1)])
     clock.now += 1001
     assert tc.abort_timed_out() == 1
+    await settle()  # the abort runs on the loop
     assert markers.written == [(pid, epoch + 1, False, ("a", 0))]
     assert tc.txns["slow"].state == TxnState.COMPLETE_ABORT
     assert tc.txns["quick"].state == TxnState.ONGOING
-    assert tc.end_txn("slow", pid, epoch, commit=True) == E.PRODUCER_FENCED
+    assert await tc.end_txn("slow", pid, epoch, commit=True) == E.PRODUCER_FENCED
 
 
-def test_idle_ids_expire_open_ones_do_not() -> None:
+@in_loop
+async def test_idle_ids_expire_open_ones_do_not() -> None:
     tc, _m, clock, log = make(transactional_id_expiration_ms=5000)
-    init(tc, "idle", 60000)
-    _e, pid, epoch = init(tc, "busy", 60000)
-    tc.add_partitions("busy", pid, epoch, [("a", 0)])
+    await init(tc, "idle", 60000)
+    _e, pid, epoch = await init(tc, "busy", 60000)
+    await tc.add_partitions("busy", pid, epoch, [("a", 0)])
     clock.now += 5001
     assert tc.expire_ids() == 1
     assert set(tc.txns) == {"busy"}
@@ -163,11 +175,12 @@ def test_idle_ids_expire_open_ones_do_not() -> None:
     assert set(again.txns) == {"busy"}
 
 
-def test_list_and_describe() -> None:
+@in_loop
+async def test_list_and_describe() -> None:
     tc, _m, clock, _l = make()
-    _e, pid, epoch = init(tc, "x", 60000)
-    tc.add_partitions("x", pid, epoch, [("a", 0)])
-    init(tc, "y", 60000)
+    _e, pid, epoch = await init(tc, "x", 60000)
+    await tc.add_partitions("x", pid, epoch, [("a", 0)])
+    await init(tc, "y", 60000)
     assert tc.describe("nope") == (E.TRANSACTIONAL_ID_NOT_FOUND, None)
     listing = tc.list_transactions(["ongoing", "Nope"])
     assert listing.unknown_states == ["Nope"]
@@ -181,20 +194,22 @@ def test_list_and_describe() -> None:
     assert tc.list_transactions(id_pattern="x.+").transactions == []
 
 
-def test_state_partitions_load_and_unload_one_at_a_time() -> None:
+@in_loop
+async def test_state_partitions_load_and_unload_one_at_a_time() -> None:
     tc, _m, _c, log = make()
     ids = [f"id-{i}" for i in range(12)]
     for t in ids:
-        init(tc, t, 60000)
+        await init(tc, t, 60000)
     p = tc.store.partition_for(ids[0])
     mine = {t for t in ids if tc.store.partition_for(t) == p}
     assert tc.unload_partition(p) == len(mine)
-    assert not tc.serves(ids[0]) and init(tc, ids[0], 60000)[0] == E.NOT_COORDINATOR
+    assert not tc.serves(ids[0]) and (await init(tc, ids[0], 60000))[0] == E.NOT_COORDINATOR
     assert tc.load_partition(p) == len(mine)
     assert mine <= set(tc.txns)
 
 
-def test_record_formats_are_kafkas() -> None:
+@in_loop
+async def test_record_formats_are_kafkas() -> None:
     key = encode_txn_key("my-id")
     assert key == struct.pack(">hh", 0, 5) + b"my-id"
     assert decode_txn_key(key) == "my-id"
@@ -227,87 +242,89 @@ def test_record_formats_are_kafkas() -> None:
         "Dead", "PrepareEpochFence"]
 
 
-def test_a_retried_init_gets_the_same_epoch_after_a_coordinator_restart() -> None:
+@in_loop
+async def test_a_retried_init_gets_the_same_epoch_after_a_coordinator_restart() -> None:
     """KIP-360: the bump's answer was lost and the coordinator restarted; the producer
     presents the epoch it had, and gets the epoch the logged bump gave, not a fence."""
     tc, _m, clock, log = make()
-    _e, pid, epoch = init(tc, "t", 60000)
-    assert init(tc, "t", 60000, pid, epoch) == (E.NONE, pid, epoch + 1)
+    _e, pid, epoch = await init(tc, "t", 60000)
+    assert await init(tc, "t", 60000, pid, epoch) == (E.NONE, pid, epoch + 1)
     tc, _m, _c, _l = make(log, clock)
-    assert init(tc, "t", 60000, pid, epoch) == (E.NONE, pid, epoch + 1)
+    assert await init(tc, "t", 60000, pid, epoch) == (E.NONE, pid, epoch + 1)
     # a new instance (no epoch presented) fences both
-    assert init(tc, "t", 60000) == (E.NONE, pid, epoch + 2)
+    assert await init(tc, "t", 60000) == (E.NONE, pid, epoch + 2)
     tc, _m, _c, _l = make(log, clock)
-    assert init(tc, "t", 60000, pid, epoch)[0] == E.PRODUCER_FENCED
-    assert init(tc, "t", 60000, pid, epoch + 1)[0] == E.PRODUCER_FENCED
+    assert (await init(tc, "t", 60000, pid, epoch))[0] == E.PRODUCER_FENCED
+    assert (await init(tc, "t", 60000, pid, epoch + 1))[0] == E.PRODUCER_FENCED
 
 
-def test_a_retried_init_that_rotated_the_producer_id_survives_a_restart() -> None:
+@in_loop
+async def test_a_retried_init_that_rotated_the_producer_id_survives_a_restart() -> None:
     tc, _m, clock, log = make()
-    _e, pid, _epoch = init(tc, "t", 60000)
+    _e, pid, _epoch = await init(tc, "t", 60000)
     exhausted = MAX_EPOCH - 2
     tc.txns["t"] = tc.txns["t"].moved(clock.now, producer_epoch=exhausted)
-    rotated = init(tc, "t", 60000, pid, exhausted)
+    rotated = await init(tc, "t", 60000, pid, exhausted)
     assert rotated[0] == E.NONE and rotated[1] != pid and rotated[2] == 0
     tc, _m, _c, _l = make(log, clock)
     assert tc.txns["t"].previous_producer_id == pid
-    assert init(tc, "t", 60000, pid, exhausted) == rotated
+    assert await init(tc, "t", 60000, pid, exhausted) == rotated
 
 
-def test_the_instance_a_new_producer_replaced_cannot_claim_its_epoch() -> None:
+@in_loop
+async def test_the_instance_a_new_producer_replaced_cannot_claim_its_epoch() -> None:
     """A new instance initialises without an epoch; the old one (a zombie) presenting its
     own epoch must be fenced, not handed the new instance's epoch as a 'retry'."""
     tc, _m, clock, log = make()
-    _e, pid, old = init(tc, "t", 60000)
-    assert init(tc, "t", 60000) == (E.NONE, pid, old + 1)
-    assert init(tc, "t", 60000, pid, old)[0] == E.PRODUCER_FENCED
+    _e, pid, old = await init(tc, "t", 60000)
+    assert await init(tc, "t", 60000) == (E.NONE, pid, old + 1)
+    assert (await init(tc, "t", 60000, pid, old))[0] == E.PRODUCER_FENCED
     tc, _m, _c, _l = make(log, clock)
-    assert init(tc, "t", 60000, pid, old)[0] == E.PRODUCER_FENCED
+    assert (await init(tc, "t", 60000, pid, old))[0] == E.PRODUCER_FENCED
 
 
-def test_two_phase_commit_needs_the_broker_switch() -> None:
+@in_loop
+async def test_two_phase_commit_needs_the_broker_switch() -> None:
     tc, _m, _c, _l = make()
-    assert tc.init_producer_id("p", 1000, enable_2pc=True).error == \
+    assert (await tc.init_producer_id("p", 1000, enable_2pc=True)).error == \
         E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     tc2, _m2, _c2, _l2 = make(transaction_two_phase_commit_enable=True)
-    assert tc2.init_producer_id("p", 1000, keep_prepared=True).error == E.INVALID_REQUEST
+    assert (await tc2.init_producer_id("p", 1000, keep_prepared=True)).error == E.INVALID_REQUEST
 
 
-def test_a_prepared_transaction_survives_its_producer_and_is_completed_by_the_next() -> None:
+@in_loop
+async def test_a_prepared_transaction_survives_its_producer_and_is_completed_by_the_next() -> None:
     tc, markers, clock, log = make(transaction_two_phase_commit_enable=True)
-    first = tc.init_producer_id("spark-q1-b7-t3", 1000, enable_2pc=True)
+    first = await tc.init_producer_id("spark-q1-b7-t3", 1000, enable_2pc=True)
     pid, epoch = first.producer_id, first.producer_epoch
-    assert tc.add_partitions("spark-q1-b7-t3", pid, epoch, [("out", 0), ("out", 1)]) == E.NONE
+    assert await tc.add_partitions("spark-q1-b7-t3", pid, epoch, [("out", 0), ("out", 1)]) == E.NONE
     assert tc.txns["spark-q1-b7-t3"].timeout_ms == NO_TIMEOUT_MS
     clock.now += 10 * 86_400_000  # no timeout aborts a 2PC transaction
     assert tc.abort_timed_out() == 0 and markers.written == []
     # the writer is gone; whoever recovers (after a coordinator restart too) keeps it open
     tc, markers, clock, log = make(log, clock, transaction_two_phase_commit_enable=True)
-    again = tc.init_producer_id("spark-q1-b7-t3", 1000, enable_2pc=True, keep_prepared=True)
+    again = await tc.init_producer_id("spark-q1-b7-t3", 1000, enable_2pc=True, keep_prepared=True)
     assert again == InitResult(E.NONE, pid, epoch + 1, pid, epoch)
     assert tc.txns["spark-q1-b7-t3"].state == TxnState.ONGOING
-    assert tc.end_txn("spark-q1-b7-t3", pid, epoch, commit=True) == E.PRODUCER_FENCED
-    assert tc.end_txn("spark-q1-b7-t3", pid, epoch + 1, commit=True) == E.NONE
+    assert await tc.end_txn("spark-q1-b7-t3", pid, epoch, commit=True) == E.PRODUCER_FENCED
+    assert await tc.end_txn("spark-q1-b7-t3", pid, epoch + 1, commit=True) == E.NONE
     assert sorted(markers.written) == [(pid, epoch + 1, True, ("out", 0)),
                                        (pid, epoch + 1, True, ("out", 1))]
     # without keep_prepared_txn a new instance aborts what is open, as in KIP-98
-    _e, pid, epoch = init(tc, "other", 1000)
-    tc.add_partitions("other", pid, epoch, [("out", 2)])
-    assert tc.init_producer_id("other", 1000, enable_2pc=True).error == E.CONCURRENT_TRANSACTIONS
+    _e, pid, epoch = await init(tc, "other", 1000)
+    await tc.add_partitions("other", pid, epoch, [("out", 2)])
+    assert (await tc.init_producer_id("other", 1000, enable_2pc=True)).error == E.CONCURRENT_TRANSACTIONS
     assert markers.written[-1] == (pid, epoch + 1, False, ("out", 2))
 
 
-def test_timers_run_each_task_every_interval_and_stop_at_shutdown() -> None:
-    async def main() -> None:
-        tc, markers, clock, _l = make(
-            transaction_abort_timed_out_transaction_cleanup_interval_ms=100)
-        tc.start()
-        _e, pid, epoch = init(tc, "t", 1000)
-        tc.add_partitions("t", pid, epoch, [("a", 0)])
-        await clock.advance(1200)
-        assert markers.written == [(pid, epoch + 1, False, ("a", 0))]
-        assert len(tc._timers) == 2  # one pending run per task, however many ran
-        tc.shutdown()
-        assert not tc._timers and not tc.txns
-
-    asyncio.run(main())
+@in_loop
+async def test_timers_run_each_task_every_interval_and_stop_at_shutdown() -> None:
+    tc, markers, clock, _l = make(transaction_abort_timed_out_transaction_cleanup_interval_ms=100)
+    tc.start()
+    _e, pid, epoch = await init(tc, "t", 1000)
+    await tc.add_partitions("t", pid, epoch, [("a", 0)])
+    await clock.advance(1200)
+    assert markers.written == [(pid, epoch + 1, False, ("a", 0))]
+    assert len(tc._timers) == 2  # one pending run per task, however many ran
+    tc.shutdown()
+    assert not tc._timers and not tc.txns

@@ -1,0 +1,107 @@
+"""KIP-890 part 1 on the partition leader: a transactional batch is appended only if its
+partition is in its producer's ongoing transaction, so a produce outside a transaction
+(a late batch of an aborted one, a zombie's) is refused on every broker and no
+transaction can hang.
+
+When this broker coordinates the batch's transactional id the coordinator answers at once.
+Otherwise its coordinator (the leader of the id's ``__transaction_state`` partition) is
+asked with AddPartitionsToTxn v4 ``verify_only``, as Kafka's
+``AddPartitionsToTxnManager`` does, except when the partition's producer state already has
+this producer's transaction open at this epoch: one of its batches was verified before it
+got in, and the marker that closes it ends that (Kafka's verification state lives in the
+same place), so one question per partition and transaction, no cache to keep. While the
+coordinator cannot answer (unknown, unreachable, loading, busy), the batch gets
+NOT_ENOUGH_REPLICAS, which producers retry, as Kafka answers them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from sparklog.broker.inter_broker import InterBrokerClients
+from sparklog.broker.txn.coordinator import TransactionCoordinator
+from sparklog.broker.txn.records import TopicPartition
+from sparklog.client.connection import KafkaConnectionError, KafkaTimeoutError
+from sparklog.protocol.batch_header import BATCH_HEADER_SIZE, BatchHeader, read_header
+from sparklog.protocol.errors import ErrorCode
+from sparklog.protocol.messages.transactions import AddPartitionsToTxnRequest
+
+if TYPE_CHECKING:
+    from sparklog.broker.replica_manager import ReplicaManager
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ProduceVerifier"]
+
+VERIFY_VERSION = 4
+E = ErrorCode
+
+# the coordinator could not answer now: the producer retries the batch
+_RETRY = frozenset({E.COORDINATOR_NOT_AVAILABLE, E.NOT_COORDINATOR, E.CONCURRENT_TRANSACTIONS,
+                    E.COORDINATOR_LOAD_IN_PROGRESS, E.NETWORK_EXCEPTION, E.REQUEST_TIMED_OUT})
+
+
+class ProduceVerifier:
+    """``coordinator()`` is this broker's transaction coordinator (None while stopped);
+    ``locate(transactional_id)`` the broker coordinating an id (None: none now)."""
+
+    def __init__(self, node_id: int, coordinator: Callable[[], TransactionCoordinator | None],
+                 locate: Callable[[str], int | None], clients: InterBrokerClients,
+                 replicas: ReplicaManager) -> None:
+        self.node_id = node_id
+        self._coordinator = coordinator
+        self._locate = locate
+        self._clients = clients
+        self._replicas = replicas
+
+    async def verify(self, transactional_id: str, tp: TopicPartition,
+                     records: bytes | bytearray | memoryview) -> ErrorCode:
+        """NONE when the transactional batch ``records`` may be appended to ``tp``."""
+        if len(records) < BATCH_HEADER_SIZE:
+            return E.NONE
+        tc = self._coordinator()
+        if tc is None:
+            return E.NOT_ENOUGH_REPLICAS
+        if tc.serves(transactional_id):
+            return tc.verify_produce(transactional_id, tp, records)
+        h = read_header(records)
+        if self._in_open_transaction(tp, h):
+            return E.NONE
+        node = self._locate(transactional_id)
+        if node is None or node == self.node_id:
+            return E.NOT_ENOUGH_REPLICAS
+        err = await self._ask(node, transactional_id, h, tp)
+        if err in _RETRY:
+            return E.NOT_ENOUGH_REPLICAS
+        return E.INVALID_PRODUCER_EPOCH if err == E.PRODUCER_FENCED else err
+
+    def _in_open_transaction(self, tp: TopicPartition, h: BatchHeader) -> bool:
+        p = self._replicas.get(*tp)
+        entry = None if p is None else p.log.producer_state.last_entry(h.producer_id)
+        return (entry is not None and entry.producer_epoch == h.producer_epoch
+                and entry.current_txn_first_offset >= 0)
+
+    async def _ask(self, node: int, transactional_id: str, h: BatchHeader,
+                   tp: TopicPartition) -> ErrorCode:
+        req = AddPartitionsToTxnRequest(transactions=[
+            AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction(
+                transactional_id=transactional_id, producer_id=h.producer_id,
+                producer_epoch=h.producer_epoch, verify_only=True,
+                topics=[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(
+                    name=tp[0], partitions=[tp[1]])])])
+        try:
+            resp = await self._clients.send(node, req, VERIFY_VERSION)
+        except (KafkaConnectionError, KafkaTimeoutError, OSError) as exc:
+            log.info("verifying %r's produce to %s-%d with broker %d failed: %s",
+                     transactional_id, tp[0], tp[1], node, exc)
+            return E.NETWORK_EXCEPTION
+        if resp.error_code:
+            return E.for_code(resp.error_code)
+        for txn in resp.results_by_transaction:
+            for t in txn.topic_results:
+                for p in t.results_by_partition:
+                    if (t.name, p.partition_index) == tp:
+                        return E.for_code(p.partition_error_code)
+        return E.UNKNOWN_SERVER_ERROR

@@ -19,8 +19,9 @@ COORDINATOR_NOT_AVAILABLE otherwise). EndTxn's decision (Prepare*) is durable be
 marker is written, so after a crash or a leader change the outcome is the logged one on
 every partition. Markers go through a ``MarkerWriter`` (single node: local appends; a
 cluster: each partition's leader, ``marker_channel``); EndTxn is answered after the first
-round of markers: once the transaction is CompleteCommit/CompleteAbort when every marker
-was written, else with the decision logged while the markers are retried every
+round of markers (or ``END_TXN_WAIT_MS``, whichever comes first): once the transaction is
+CompleteCommit/CompleteAbort when every marker was written, else with the decision logged
+while the markers are retried every
 ``MARKER_RETRY_MS`` until every partition has one (the transaction stays prepared until
 then; a coordinator that loses the partition stops, the next one resumes).
 
@@ -70,6 +71,10 @@ __all__ = ["InitResult", "NO_TIMEOUT_MS", "TransactionCoordinator", "TxnListing"
 NO_TIMEOUT_MS = 0x7FFFFFFF
 # markers not written are sent again this often (Kafka's retry.backoff.ms)
 MARKER_RETRY_MS = 100
+# EndTxn waits this long at most for its first round of markers (Kafka answers right after
+# the decision is logged; waiting for a healthy cluster's markers keeps "committed" meaning
+# "visible to read_committed" wherever they are quick)
+END_TXN_WAIT_MS = 1000
 
 E = ErrorCode
 
@@ -500,14 +505,16 @@ class TransactionCoordinator:
             lambda t: self._completing.pop(tid) if self._completing.get(tid) is t else None)
 
     async def _complete_now(self, m: TxnMetadata) -> None:
-        """One round of ``m``'s markers, awaited (the request answers after it); what is
-        left is retried in the background."""
+        """One round of ``m``'s markers, awaited for up to ``END_TXN_WAIT_MS`` (the request
+        answers after it); what is left is retried in the background."""
         task = self._completing.get(m.transactional_id)
         if task is None:
             self._start_completion(m)
             task = self._completing[m.transactional_id]
         try:
-            await asyncio.shield(task)
+            await asyncio.wait_for(asyncio.shield(task), END_TXN_WAIT_MS / 1000)
+        except TimeoutError:
+            pass  # the decision is logged: the markers follow in the background
         except asyncio.CancelledError:
             if not task.cancelled():
                 raise  # this request was cancelled, not the completion (unloaded)

@@ -1,0 +1,165 @@
+"""Kafka transactions on a replicated cluster (a controller and three broker processes):
+``__transaction_state`` created with Kafka's defaults, transactions spanning partitions led
+by different brokers read back by read_committed confluent-kafka and kcat readers, and the
+transaction coordinator's broker SIGKILLed with a transaction open and with its commit
+logged but not all of its markers written. A new coordinator takes over and every
+transaction comes out all-or-nothing on every partition: each test counts the committed
+records lost, duplicated and reordered per partition, and each must be 0."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from typing import Any
+
+import pytest
+
+from sparklog.broker.txn.records import partition_for_txn
+from sparklog.protocol.internal_topics import TRANSACTION_STATE
+from tests.helpers.cli import ok, run
+from tests.helpers.cluster import ClusterProcesses, delivery_report, partition_states
+from tests.helpers.kafka_clients import (
+    DEADLINE_S,
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    Msg,
+    ck_consume,
+    ck_txn_producer,
+    create_topic,
+    kcat_consume,
+)
+from tests.helpers.polling import wait_for
+
+pytestmark = pytest.mark.timeout(90)
+
+TOPIC = "txn"
+PARTS = 3
+STATE_PARTITIONS = 50
+
+def _create(cluster: ClusterProcesses) -> dict[int, int]:
+    """The topic, RF 3 and min.insync.replicas 2; each partition's leader."""
+    bs = cluster.bootstrap_servers
+    create_topic(bs, TOPIC, PARTS, 3, {"min.insync.replicas": "2"})
+    wait_for(lambda: all(leader > 0 and len(isr) == 3
+                         for leader, isr in partition_states(bs, TOPIC).values()),
+             20, "every partition led with 3 in sync")
+    return {p: leader for p, (leader, _isr) in partition_states(bs, TOPIC).items()}
+
+
+def _values(tag: str, n: int) -> list[Msg]:
+    return [Msg(i % PARTS, None, f"{tag}-{i}".encode(), 0) for i in range(n)]
+
+
+def _txn(p: Any, msgs: list[Msg], *, commit: bool | None) -> None:
+    """One transaction of ``msgs``: committed, aborted, or (None) left open, flushed."""
+    p.begin_transaction()
+    for m in msgs:
+        p.produce(TOPIC, value=m.value, partition=m.partition)
+    p.flush(DEADLINE_S)
+    if commit is True:
+        p.commit_transaction(DEADLINE_S)
+    elif commit is False:
+        p.abort_transaction(DEADLINE_S)
+
+
+def _coordinator(bs: str, txn_id: str) -> tuple[int, str]:
+    """(coordinator id, state) of ``txn_id`` as ``sparklog transactions describe`` sees it."""
+    out = ok(run("transactions", "describe", "--transactional-id", txn_id,
+                 "--bootstrap-server", bs)).splitlines()
+    cells = out[1].split()
+    return int(cells[0]), cells[4]
+
+
+def _read_committed_exactly(bs: str, committed: list[Msg]) -> None:
+    """A read_committed reader holds exactly ``committed``, in order, per partition."""
+    got = ck_consume(bs, TOPIC, PARTS, len(committed), isolation=READ_COMMITTED)
+    report = delivery_report(committed, got)
+    assert all(d.lost == d.duplicated == d.reordered == 0 for d in report.values()), report
+    assert len(got) == len(committed)
+
+
+def test_transactions_across_partitions_led_by_different_brokers(
+        local_cluster: ClusterProcesses) -> None:
+    bs = local_cluster.bootstrap_servers
+    leaders = _create(local_cluster)
+    assert len(set(leaders.values())) == 3, leaders  # every broker leads one partition
+    p = ck_txn_producer(bs, "across")
+    first, aborted, last = _values("c", 30), _values("a", 30), _values("d", 30)
+    _txn(p, first, commit=True)
+    _txn(p, aborted, commit=False)
+    _txn(p, last, commit=True)
+    committed = first + last
+    _read_committed_exactly(bs, committed)
+    got = kcat_consume(bs, TOPIC, PARTS, len(committed), isolation=READ_COMMITTED)
+    assert delivery_report(committed, got) == delivery_report(committed, committed)
+    assert len(ck_consume(bs, TOPIC, PARTS, 90, isolation=READ_UNCOMMITTED)) == 90
+    # __transaction_state: Kafka's 50 partitions, RF 3, min.insync.replicas 2; the id's
+    # coordinator is the leader of its partition
+    states = partition_states(bs, TRANSACTION_STATE)
+    assert len(states) == STATE_PARTITIONS
+    assert all(len(isr) == 3 for _leader, isr in states.values())
+    out = ok(run("topics", "describe", "--topic", TRANSACTION_STATE, "--bootstrap-server", bs))
+    assert "min.insync.replicas=2" in out, out
+    leader = states[partition_for_txn("across", STATE_PARTITIONS)][0]
+    assert _coordinator(bs, "across") == (leader, "CompleteCommit")
+
+
+def test_coordinator_killed_with_a_transaction_open(fault_cluster: ClusterProcesses) -> None:
+    """The open transaction is aborted by the next coordinator (a new producer instance
+    fences the old one); the committed ones before and after it are read exactly once."""
+    bs = fault_cluster.bootstrap_servers
+    _create(fault_cluster)
+    old = ck_txn_producer(bs, "victim")
+    before, open_, after = _values("b", 30), _values("o", 30), _values("f", 30)
+    _txn(old, before, commit=True)
+    _txn(old, open_, commit=None)
+    coordinator, state = _coordinator(bs, "victim")
+    assert state == "Ongoing"
+    fault_cluster.brokers[coordinator].kill()
+    new = ck_txn_producer(bs, "victim")  # waits for the next coordinator
+    _txn(new, after, commit=True)
+    _read_committed_exactly(bs, before + after)
+    moved, state = _coordinator(bs, "victim")
+    assert moved != coordinator and state == "CompleteCommit"
+
+
+def test_coordinator_killed_after_logging_the_commit(fault_cluster: ClusterProcesses) -> None:
+    """The commit is logged (PrepareCommit) while one partition's leader is paused, so its
+    marker hangs (a request to it waits ``request.timeout.ms``); the coordinator's broker
+    is then SIGKILLed. The next coordinator loads the prepared transaction and writes every
+    marker: all of it becomes visible, and the id goes on."""
+    cluster = fault_cluster
+    bs = cluster.bootstrap_servers
+    leaders = _create(cluster)
+    p = ck_txn_producer(bs, "prepared")
+    coordinator, _state = _coordinator(bs, "prepared")
+    paused = next(b for b in leaders.values() if b != coordinator)
+    # asked of the brokers that answer
+    others = ",".join(b.bootstrap_servers for n, b in cluster.brokers.items() if n != paused)
+    first, decided, last = _values("x", 30), _values("y", 30), _values("z", 30)
+    _txn(p, first, commit=True)
+    _txn(p, decided, commit=None)
+    pid = cluster.brokers[paused].proc.pid
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        committing = threading.Thread(target=_commit_quietly, args=(p,), daemon=True)
+        committing.start()
+        wait_for(lambda: _coordinator(others, "prepared") == (coordinator, "PrepareCommit"),
+                 20, "the commit logged, a marker missing")
+        cluster.brokers[coordinator].kill()
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    _read_committed_exactly(bs, first + decided)
+    again = ck_txn_producer(bs, "prepared")  # the same id goes on
+    _txn(again, last, commit=True)
+    _read_committed_exactly(bs, first + decided + last)
+    committing.join(DEADLINE_S)
+
+
+def _commit_quietly(p: Any) -> None:
+    """The old producer's commit: its coordinator dies under it, whatever it answers."""
+    try:
+        p.commit_transaction(DEADLINE_S)
+    except Exception:  # noqa: BLE001 - the outcome is read from the topic
+        pass

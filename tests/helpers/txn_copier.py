@@ -2,16 +2,20 @@
 read ``src`` (read_committed, group ``group``), write each record to the same partition of
 ``dst`` and commit the consumed offsets in the same transaction (confluent-kafka), until
 killed. Prints ``committed <n>`` after each transaction (flushed), so the test can wait
-for progress.
+for progress. ``Copier`` runs one from a test.
 
     python -m tests.helpers.txn_copier BOOTSTRAP SRC DST GROUP TRANSACTIONAL_ID
 """
 
 from __future__ import annotations
 
+import subprocess
 import sys
+from pathlib import Path
 
 from confluent_kafka import Consumer, Producer
+
+from tests.helpers.servers import REPO
 
 BATCH = 50
 
@@ -37,6 +41,29 @@ def main(bootstrap: str, src: str, dst: str, group: str, txn_id: str) -> None:
         p.commit_transaction(30)
         total += len(msgs)
         print(f"committed {total}", flush=True)
+
+
+class Copier:
+    """One copier process copying ``copy-a`` to ``copy-b`` (group ``copier-group``,
+    transactional id ``copier``); its output goes to ``<out>-<instance>``."""
+
+    def __init__(self, bs: str, out: Path, instance: int) -> None:
+        self.out = out.with_name(f"{out.name}-{instance}")
+        with open(self.out, "wb") as fh:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "tests.helpers.txn_copier", bs, "copy-a", "copy-b",
+                 "copier-group", "copier"], stdout=fh, stderr=subprocess.STDOUT, cwd=str(REPO))
+
+    def committed(self) -> int:
+        lines = [ln for ln in self.out.read_text().splitlines() if ln.startswith("committed ")]
+        return int(lines[-1].split()[1]) if lines else 0
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait(10)
 
 
 if __name__ == "__main__":

@@ -1,16 +1,23 @@
 """The transaction coordinator's state machine over an in-memory ``__transaction_state``:
 epochs and fencing, Empty -> Ongoing -> Prepare* -> Complete*, markers, a crash between
-the logged decision and its markers, timeouts, id expiry, two-phase commit (KIP-939), and
-the record formats."""
+the logged decision and its markers, timeouts, id expiry, two-phase commit (KIP-939), the
+record formats, and what replication adds: states in force only once the ISR has them,
+leadership and coordinator epochs, markers retried until written."""
 
 from __future__ import annotations
 
+import asyncio
 import struct
 from collections.abc import Iterable
 
 from sparklog.broker.group.store import MemoryRecordLog
 from sparklog.broker.txn.config import TxnConfig
-from sparklog.broker.txn.coordinator import NO_TIMEOUT_MS, InitResult, TransactionCoordinator
+from sparklog.broker.txn.coordinator import (
+    MARKER_RETRY_MS,
+    NO_TIMEOUT_MS,
+    InitResult,
+    TransactionCoordinator,
+)
 from sparklog.broker.txn.model import MAX_EPOCH
 from sparklog.broker.txn.records import (
     TxnLogValue,
@@ -28,22 +35,52 @@ TP = tuple[str, int]
 
 
 class RecordingMarkers:
-    """Stands in for the partition logs: records each marker, or fails while ``down``."""
+    """Stands in for the partition logs: records each marker (and the coordinator epochs
+    they carried), or fails while ``down`` (every partition) or for the ``failing`` ones."""
 
     def __init__(self) -> None:
         self.written: list[tuple[int, int, bool, TP]] = []
+        self.coordinator_epochs: set[int] = set()
         self.down = False
+        self.failing: set[TP] = set()
 
     async def write(self, producer_id: int, producer_epoch: int, commit: bool,
                     coordinator_epoch: int, partitions: Iterable[TP]) -> dict[TP, E]:
         out = {}
         for tp in partitions:
-            if self.down:
+            if self.down or tp in self.failing:
                 out[tp] = E.NOT_LEADER_OR_FOLLOWER
             else:
                 self.written.append((producer_id, producer_epoch, commit, tp))
+                self.coordinator_epochs.add(coordinator_epoch)
                 out[tp] = E.NONE
         return out
+
+
+class Isr:
+    """The state partitions' followers: a write is replicated once ``release`` says so
+    (with the error the ISR wait ends with); ``waiting`` counts the writes held."""
+
+    def __init__(self) -> None:
+        self.waiting = 0
+        self._gate: asyncio.Future[E] | None = None
+
+    async def __call__(self, partition: int) -> E:
+        if self._gate is None:
+            return E.NONE
+        self.waiting += 1
+        try:
+            return await self._gate
+        finally:
+            self.waiting -= 1
+
+    def hold(self) -> None:
+        self._gate = asyncio.get_running_loop().create_future()
+
+    def release(self, err: E = E.NONE) -> None:
+        assert self._gate is not None
+        self._gate.set_result(err)
+        self._gate = None
 
 
 class Ids:
@@ -55,11 +92,6 @@ class Ids:
         return self.n
 
 
-async def replicated(partition: int) -> E:
-    """An in-memory log has no followers to wait for."""
-    return E.NONE
-
-
 async def init(tc: TransactionCoordinator, transactional_id: str, timeout_ms: int,
                producer_id: int = -1, producer_epoch: int = -1) -> tuple[E, int, int]:
     """InitProducerId's (error, producer id, epoch)."""
@@ -68,14 +100,14 @@ async def init(tc: TransactionCoordinator, transactional_id: str, timeout_ms: in
 
 
 def make(log: MemoryRecordLog | None = None, clock: FakeClock | None = None,
-         markers: RecordingMarkers | None = None, **cfg: int
+         markers: RecordingMarkers | None = None, isr: Isr | None = None, **cfg: int
          ) -> tuple[TransactionCoordinator, RecordingMarkers, FakeClock, MemoryRecordLog]:
     log = log if log is not None else MemoryRecordLog()
     clock = clock or FakeClock()
     markers = markers or RecordingMarkers()
     config = TxnConfig(transaction_state_log_num_partitions=4, **cfg)
     tc = TransactionCoordinator(config, TxnStore(log, 4), markers, Ids(),
-                                lambda group: 7, clock, replicated)
+                                lambda group: 7, clock, isr or Isr())
     tc.load_all_partitions()
     return tc, markers, clock, log
 
@@ -328,3 +360,81 @@ async def test_timers_run_each_task_every_interval_and_stop_at_shutdown() -> Non
     assert len(tc._timers) == 2  # one pending run per task, however many ran
     tc.shutdown()
     assert not tc._timers and not tc.txns
+
+
+@in_loop
+async def test_a_state_is_kept_and_answered_only_once_the_isr_has_it() -> None:
+    isr = Isr()
+    tc, _m, _c, _l = make(isr=isr)
+    _e, pid, epoch = await init(tc, "t", 60000)
+    isr.hold()
+    adding = asyncio.ensure_future(tc.add_partitions("t", pid, epoch, [("a", 0)]))
+    await settle()
+    assert isr.waiting == 1 and not adding.done()
+    assert tc.txns["t"].state == TxnState.EMPTY  # not in force before the ISR has it
+    # meanwhile the id is busy (Kafka's pending state)
+    assert await tc.add_partitions("t", pid, epoch, [("a", 1)]) == E.CONCURRENT_TRANSACTIONS
+    assert (await init(tc, "t", 60000))[0] == E.CONCURRENT_TRANSACTIONS
+    isr.release()
+    assert await adding == E.NONE and tc.txns["t"].state == TxnState.ONGOING
+    # a write whose leadership moved while it waited: NOT_COORDINATOR, state unchanged
+    isr.hold()
+    ending = asyncio.ensure_future(tc.end_txn("t", pid, epoch, commit=True))
+    await settle()
+    isr.release(E.NOT_LEADER_OR_FOLLOWER)
+    assert await ending == E.NOT_COORDINATOR and tc.txns["t"].state == TxnState.ONGOING
+    isr.hold()
+    ending = asyncio.ensure_future(tc.end_txn("t", pid, epoch, commit=True))
+    await settle()
+    isr.release(E.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
+    assert await ending == E.COORDINATOR_NOT_AVAILABLE
+
+
+@in_loop
+async def test_the_coordinator_follows_its_partitions_leadership_and_epochs() -> None:
+    tc, markers, _c, log = make()
+    _e, pid, epoch = await init(tc, "t", 60000)
+    p = tc.store.partition_for("t")
+    tc.serve_partitions({p: 5})  # this broker leads only p, at leader epoch 5
+    assert set(tc.loaded) == {p} and tc.loaded[p] == 5 and tc.serves("t")
+    await tc.add_partitions("t", pid, epoch, [("a", 0)])
+    assert await tc.end_txn("t", pid, epoch, commit=True) == E.NONE
+    assert markers.coordinator_epochs == {5}  # the coordinator epoch is the leader epoch
+    tc.serve_partitions({p: 6})  # led again under a new epoch: loaded again
+    assert tc.loaded[p] == 6 and tc.txns["t"].state == TxnState.COMPLETE_COMMIT
+    tc.serve_partitions({})  # leadership moved away
+    assert not tc.txns and (await init(tc, "t", 60000))[0] == E.NOT_COORDINATOR
+
+
+@in_loop
+async def test_markers_not_written_are_sent_again_until_every_partition_has_one() -> None:
+    tc, markers, clock, _l = make()
+    _e, pid, epoch = await init(tc, "t", 60000)
+    await tc.add_partitions("t", pid, epoch, [("a", 0), ("a", 1)])
+    markers.failing = {("a", 1)}  # its leader cannot be reached
+    assert await tc.end_txn("t", pid, epoch, commit=True) == E.NONE  # the decision is logged
+    assert tc.txns["t"].state == TxnState.PREPARE_COMMIT
+    await clock.advance(MARKER_RETRY_MS)
+    assert markers.written == [(pid, epoch, True, ("a", 0))]  # only the missing one again
+    markers.failing = set()
+    await clock.advance(MARKER_RETRY_MS)
+    assert markers.written == [(pid, epoch, True, ("a", 0)), (pid, epoch, True, ("a", 1))]
+    assert tc.txns["t"].state == TxnState.COMPLETE_COMMIT
+
+
+@in_loop
+async def test_a_coordinator_that_loses_the_partition_stops_and_the_next_one_finishes() -> None:
+    tc, markers, clock, log = make()
+    _e, pid, epoch = await init(tc, "t", 60000)
+    await tc.add_partitions("t", pid, epoch, [("a", 0)])
+    markers.down = True
+    assert await tc.end_txn("t", pid, epoch, commit=False) == E.NONE
+    p = tc.store.partition_for("t")
+    tc.unload_partition(p)
+    markers.down = False
+    await clock.advance(10 * MARKER_RETRY_MS)
+    assert markers.written == []  # no longer this coordinator's to write
+    nxt, fresh, _c, _l = make(log)
+    await settle()
+    assert fresh.written == [(pid, epoch, False, ("a", 0))]
+    assert nxt.txns["t"].state == TxnState.COMPLETE_ABORT

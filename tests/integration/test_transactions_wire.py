@@ -253,6 +253,30 @@ def test_write_txn_markers_ends_a_producers_transaction(wire_cluster: EmbeddedCl
     assert end(w, 3, txn_id, pid, epoch, commit=False) == E.NONE
 
 
+def test_write_txn_markers_of_a_deposed_coordinator_are_fenced(
+        wire_cluster: EmbeddedCluster, kafka_wire: Any) -> None:
+    """A marker carrying an older coordinator epoch than the last one that marked the
+    producer in the partition gets TRANSACTION_COORDINATOR_FENCED and is not written."""
+    w = kafka_wire(wire_cluster.bootstrap_servers)
+    txn_id = "wire-fenced-coordinator"
+    pid, epoch = init(w, txn_id)
+    assert add_partitions(w, 3, txn_id, pid, epoch, [1]) == [E.NONE]
+    req = tx.WriteTxnMarkersRequest
+
+    def marker(coordinator_epoch: int) -> list[int]:
+        r = w.call(ApiKey.WRITE_TXN_MARKERS, 1, req(markers=[req.WritableTxnMarker(
+            producer_id=pid, producer_epoch=epoch, transaction_result=False,
+            coordinator_epoch=coordinator_epoch,
+            topics=[req.WritableTxnMarkerTopic(name=TOPIC, partition_indexes=[1])])]))
+        return [p.error_code for m in r.markers for t in m.topics for p in t.partitions]
+
+    assert marker(5) == [E.NONE]
+    hw, _lso, _ = stable_offsets(w, 1)
+    assert marker(4) == [E.TRANSACTION_COORDINATOR_FENCED]
+    assert marker(5) == [E.NONE]  # the same coordinator again: written
+    assert stable_offsets(w, 1)[0] == hw + 1
+
+
 def test_describe_and_list_transactions(wire_cluster: EmbeddedCluster, kafka_wire: Any) -> None:
     w = kafka_wire(wire_cluster.bootstrap_servers)
     txn_id = "wire-describe"

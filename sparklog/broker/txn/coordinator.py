@@ -547,6 +547,10 @@ class TransactionCoordinator:
             results = dict.fromkeys(todo, E.UNKNOWN_SERVER_ERROR)
         if self.loaded.get(partition) != epoch or self.txns.get(tid) is not m:
             return  # moved on meanwhile: another coordinator (or a reload) completes it
+        if E.TRANSACTION_COORDINATOR_FENCED in results.values():
+            log.warning("markers of %r refused: a newer coordinator than epoch %d of %s-%d "
+                        "completes it", tid, epoch, TRANSACTION_STATE, partition)
+            return
         left = frozenset(tp for tp, err in results.items() if err is not E.NONE)
         if left:
             self._unmarked[tid] = left

@@ -13,8 +13,11 @@ coordinator (for its local partitions, ``marker_channel``) and the WriteTxnMarke
 
 Outcome per partition: NONE when the marker is in the log of every in-sync replica, when
 the partition no longer exists (a deleted topic needs no marker, as in Kafka) or when the
-partition has seen a newer epoch of the producer; any other error means "not written,
-retry" (a marker written twice is harmless: the second closes no transaction).
+partition has seen a newer epoch of the producer; TRANSACTION_COORDINATOR_FENCED when a
+marker of a later coordinator epoch (the ``__transaction_state`` partition's leader epoch)
+already marked this producer here: the sender has been deposed and stops; any other error
+means "not written, retry" (a marker written twice is harmless: the second closes no
+transaction).
 """
 
 from __future__ import annotations
@@ -71,6 +74,9 @@ class LocalMarkerWriter:
         out: dict[TopicPartition, ErrorCode] = {}
         waits: list[AcksAllWait] = []
         for topic, partition in partitions:
+            if self._fenced(topic, partition, producer_id, coordinator_epoch):
+                out[(topic, partition)] = ErrorCode.TRANSACTION_COORDINATOR_FENCED
+                continue
             try:
                 written = self._replicas.append_internal(topic, partition, batch)
             except KafkaError as exc:
@@ -87,6 +93,14 @@ class LocalMarkerWriter:
             if topic == CONSUMER_OFFSETS:
                 self._on_offsets_marker(partition, producer_id, commit)
         return out, waits
+
+    def _fenced(self, topic: str, partition: int, producer_id: int,
+                coordinator_epoch: int) -> bool:
+        """A marker from a coordinator older than the last one that marked this producer
+        here (a deposed coordinator still completing what its successor took over)."""
+        p = self._replicas.get(topic, partition)
+        entry = None if p is None else p.log.producer_state.last_entry(producer_id)
+        return entry is not None and coordinator_epoch < entry.coordinator_epoch
 
 
 async def write_replicated(writer: LocalMarkerWriter, park: Park | None, timeout_ms: int,

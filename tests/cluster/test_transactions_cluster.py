@@ -1,6 +1,8 @@
 """Kafka transactions on a replicated cluster (a controller and three broker processes):
 ``__transaction_state`` created with Kafka's defaults, transactions spanning partitions led
-by different brokers read back by read_committed confluent-kafka and kcat readers, and the
+by different brokers read back by read_committed confluent-kafka and kcat readers, a
+transactional produce outside its transaction refused by leaders that do not coordinate
+the id (KIP-890, asked of the coordinator broker to broker), and the
 transaction coordinator's broker SIGKILLed with a transaction open and with its commit
 logged but not all of its markers written. A new coordinator takes over and every
 transaction comes out all-or-nothing on every partition: each test counts the committed
@@ -11,11 +13,13 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from contextlib import ExitStack
 from typing import Any
 
 import pytest
 
 from sparklog.broker.txn.records import partition_for_txn
+from sparklog.protocol.errors import ErrorCode as E
 from sparklog.protocol.internal_topics import TRANSACTION_STATE
 from tests.helpers.cli import ok, run
 from tests.helpers.cluster import ClusterProcesses, delivery_report, partition_states
@@ -30,6 +34,9 @@ from tests.helpers.kafka_clients import (
     kcat_consume,
 )
 from tests.helpers.polling import wait_for
+from tests.helpers.txn_wire import TOPIC as WIRE_TOPIC
+from tests.helpers.txn_wire import add_partitions, end, init, produce_txn
+from tests.helpers.wire import KafkaWire
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -37,14 +44,14 @@ TOPIC = "txn"
 PARTS = 3
 STATE_PARTITIONS = 50
 
-def _create(cluster: ClusterProcesses) -> dict[int, int]:
+def _create(cluster: ClusterProcesses, topic: str = TOPIC) -> dict[int, int]:
     """The topic, RF 3 and min.insync.replicas 2; each partition's leader."""
     bs = cluster.bootstrap_servers
-    create_topic(bs, TOPIC, PARTS, 3, {"min.insync.replicas": "2"})
+    create_topic(bs, topic, PARTS, 3, {"min.insync.replicas": "2"})
     wait_for(lambda: all(leader > 0 and len(isr) == 3
-                         for leader, isr in partition_states(bs, TOPIC).values()),
+                         for leader, isr in partition_states(bs, topic).values()),
              20, "every partition led with 3 in sync")
-    return {p: leader for p, (leader, _isr) in partition_states(bs, TOPIC).items()}
+    return {p: leader for p, (leader, _isr) in partition_states(bs, topic).items()}
 
 
 def _values(tag: str, n: int) -> list[Msg]:
@@ -103,6 +110,35 @@ def test_transactions_across_partitions_led_by_different_brokers(
     assert "min.insync.replicas=2" in out, out
     leader = states[partition_for_txn("across", STATE_PARTITIONS)][0]
     assert _coordinator(bs, "across") == (leader, "CompleteCommit")
+
+
+def test_a_produce_outside_the_transaction_is_refused_by_every_leader(
+        local_cluster: ClusterProcesses) -> None:
+    bs = local_cluster.bootstrap_servers
+    leaders = _create(local_cluster, WIRE_TOPIC)
+    ck_txn_producer(bs, "kip890")  # finds the coordinator (the state topic is created)
+    coordinator, _state = _coordinator(bs, "kip890")
+    added, outside = (p for p, leader in sorted(leaders.items()) if leader != coordinator)
+    with ExitStack() as stack:
+        def wire(node: int) -> KafkaWire:
+            w = KafkaWire(local_cluster.brokers[node].bootstrap_servers)
+            stack.callback(w.close)
+            return w
+
+        to_coordinator = wire(coordinator)
+        pid, epoch = init(to_coordinator, "kip890")
+        assert add_partitions(to_coordinator, 3, "kip890", pid, epoch, [added]) == [E.NONE]
+        # the leaders do not coordinate "kip890": they ask the coordinator
+        res = produce_txn(wire(leaders[outside]), "kip890", pid, epoch, outside, 0)
+        assert res.error_code == E.INVALID_TXN_STATE
+        to_leader = wire(leaders[added])
+        assert produce_txn(to_leader, "kip890", pid, epoch, added, 0).error_code == E.NONE
+        assert produce_txn(to_leader, "kip890", pid, epoch, added, 3).error_code == E.NONE
+        assert end(to_coordinator, 3, "kip890", pid, epoch, commit=False) == E.NONE
+        # the transaction is over: a late batch of it is refused too
+        wait_for(lambda: _coordinator(bs, "kip890")[1] == "CompleteAbort", 10, "the abort")
+        res = produce_txn(to_leader, "kip890", pid, epoch, added, 6)
+        assert res.error_code == E.INVALID_TXN_STATE
 
 
 def test_coordinator_killed_with_a_transaction_open(fault_cluster: ClusterProcesses) -> None:

@@ -58,6 +58,7 @@ class _DestinationSender:
         self._clients = clients
         self._queue: list[tuple[_Marker, asyncio.Future[_Results]]] = []
         self._task: asyncio.Task[None] | None = None
+        self._failing = False  # the last request could not reach the broker
 
     def send(self, marker: _Marker) -> Awaitable[_Results]:
         fut: asyncio.Future[_Results] = asyncio.get_running_loop().create_future()
@@ -91,8 +92,12 @@ class _DestinationSender:
         try:
             resp = await self._clients.send(self.node_id, req, WRITE_TXN_MARKERS_VERSION)
         except (KafkaConnectionError, KafkaTimeoutError, OSError) as exc:
-            log.info("transaction markers to broker %d not sent: %s", self.node_id, exc)
+            # said once per outage: the markers are retried every 100 ms until it is fenced
+            log.log(logging.DEBUG if self._failing else logging.INFO,
+                    "transaction markers to broker %d not sent: %s", self.node_id, exc)
+            self._failing = True
             return [dict.fromkeys(m.partitions, ErrorCode.NETWORK_EXCEPTION) for m in markers]
+        self._failing = False
         out: list[_Results] = []
         for m, mr in zip(markers, resp.markers, strict=False):
             got = {(t.name, p.partition_index): ErrorCode.for_code(p.error_code)

@@ -295,6 +295,8 @@ class Broker:
                 self.log_manager.update_config(rec["topic"], self.log_config_for(rec["topic"]))
             elif kind == "broker_config":
                 self._apply_dynamic_configs()
+            elif kind == "fence_broker":
+                self.inter_broker.disconnect(rec["node_id"])
         touched = {rec.get("topic", rec.get("name")) for rec in records}
         membership = any(rec.get("type") in ("fence_broker", "unfence_broker")
                          for rec in records)

@@ -7,7 +7,8 @@ The replica fetchers keep their own connections (one per leader, owned by each f
 task), so a slow fetch never queues behind these requests or the other way round.
 Connections carry several requests at once (correlation ids), so callers need no queue of
 their own; a broken connection fails every request on it and is dropped, and the next
-request opens a new one.
+request opens a new one. The connection to a broker that gets fenced is dropped at once
+(``disconnect``): what waits on it is retried at the partitions' new leaders.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class InterBrokerClients:
         self.request_timeout_ms = request_timeout_ms
         self._conns: dict[int, BrokerConnection] = {}
         self._opening: dict[int, asyncio.Lock] = {}
+        self._closing: set[asyncio.Task[None]] = set()
 
     async def send(self, node_id: int, request: TopLevel, version: int) -> TopLevel:
         """``request`` to broker ``node_id``, its decoded response; raises
@@ -59,6 +61,16 @@ class InterBrokerClients:
             await conn.connect()
             self._conns[node_id] = conn
             return conn
+
+    def disconnect(self, node_id: int) -> None:
+        """Drop the connection to a broker that left the cluster (fenced): requests
+        waiting on it fail now, and are retried where the metadata then points, instead
+        of at their timeout (a paused broker answers nothing)."""
+        conn = self._conns.pop(node_id, None)
+        if conn is not None:
+            task = asyncio.get_running_loop().create_task(conn.close())
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
 
     async def close(self) -> None:
         conns, self._conns = self._conns, {}

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from contextlib import ExitStack
 from typing import Any
 
@@ -191,6 +192,34 @@ def test_coordinator_killed_after_logging_the_commit(fault_cluster: ClusterProce
     _txn(again, last, commit=True)
     _read_committed_exactly(bs, first + decided + last)
     committing.join(DEADLINE_S)
+
+
+def test_markers_for_a_paused_leader_go_to_its_partitions_next_leaders(
+        fault_cluster: ClusterProcesses) -> None:
+    """A partition's leader is paused as the transaction commits: the partition's marker
+    is written by its next leader once the paused broker is fenced, well within
+    ``request.timeout.ms`` (30 s), and the whole transaction becomes visible while the old
+    leader is still paused."""
+    cluster = fault_cluster
+    bs = cluster.bootstrap_servers
+    leaders = _create(cluster)
+    p = ck_txn_producer(bs, "moving")
+    coordinator, _state = _coordinator(bs, "moving")
+    paused = next(b for b in leaders.values() if b != coordinator)
+    others = ",".join(b.bootstrap_servers for n, b in cluster.brokers.items() if n != paused)
+    committed = _values("m", 30)
+    _txn(p, committed, commit=None)
+    pid = cluster.brokers[paused].proc.pid
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        p.commit_transaction(DEADLINE_S)
+        wait_for(lambda: _coordinator(others, "moving")[1] == "CompleteCommit", 25,
+                 "every marker written while the old leader is still paused")
+        assert time.monotonic() - started < 25
+        _read_committed_exactly(others, committed)
+    finally:
+        os.kill(pid, signal.SIGCONT)
 
 
 def _commit_quietly(p: Any) -> None:

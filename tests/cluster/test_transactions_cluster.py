@@ -1,8 +1,8 @@
 """Kafka transactions on a replicated cluster (a controller and three broker processes):
 ``__transaction_state`` created with Kafka's defaults, transactions spanning partitions led
 by different brokers read back by read_committed confluent-kafka and kcat readers, a
-transactional produce outside its transaction refused by leaders that do not coordinate
-the id (KIP-890, asked of the coordinator broker to broker), and the
+transactional produce (and TxnOffsetCommit) outside its transaction refused by brokers
+that do not coordinate the id (KIP-890, asked of the coordinator broker to broker), and the
 transaction coordinator's broker SIGKILLed with a transaction open and with its commit
 logged but not all of its markers written. A new coordinator takes over and every
 transaction comes out all-or-nothing on every partition: each test counts the committed
@@ -19,9 +19,12 @@ from typing import Any
 
 import pytest
 
+from sparklog.broker.group.records import partition_for_group
 from sparklog.broker.txn.records import partition_for_txn
+from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.errors import ErrorCode as E
-from sparklog.protocol.internal_topics import TRANSACTION_STATE
+from sparklog.protocol.internal_topics import CONSUMER_OFFSETS, TRANSACTION_STATE
+from sparklog.protocol.messages import transactions as tx
 from tests.helpers.cli import ok, run
 from tests.helpers.cluster import ClusterProcesses, delivery_report, partition_states
 from tests.helpers.kafka_clients import (
@@ -31,6 +34,7 @@ from tests.helpers.kafka_clients import (
     Msg,
     ck_consume,
     ck_txn_producer,
+    committed_offsets,
     create_topic,
     kcat_consume,
 )
@@ -135,11 +139,42 @@ def test_a_produce_outside_the_transaction_is_refused_by_every_leader(
         to_leader = wire(leaders[added])
         assert produce_txn(to_leader, "kip890", pid, epoch, added, 0).error_code == E.NONE
         assert produce_txn(to_leader, "kip890", pid, epoch, added, 3).error_code == E.NONE
+        # offsets of a group another broker coordinates: refused until AddOffsetsToTxn
+        group, group_coordinator = _group_coordinated_elsewhere(bs, coordinator)
+        to_group = wire(group_coordinator)
+        assert _txn_offset_commit(to_group, group, pid, epoch) == E.INVALID_TXN_STATE
+        r = to_coordinator.call(ApiKey.ADD_OFFSETS_TO_TXN, 3, tx.AddOffsetsToTxnRequest(
+            transactional_id="kip890", producer_id=pid, producer_epoch=epoch, group_id=group))
+        assert r.error_code == E.NONE
+        assert _txn_offset_commit(to_group, group, pid, epoch) == E.NONE
         assert end(to_coordinator, 3, "kip890", pid, epoch, commit=False) == E.NONE
         # the transaction is over: a late batch of it is refused too
         wait_for(lambda: _coordinator(bs, "kip890")[1] == "CompleteAbort", 10, "the abort")
         res = produce_txn(to_leader, "kip890", pid, epoch, added, 6)
         assert res.error_code == E.INVALID_TXN_STATE
+
+
+def _group_coordinated_elsewhere(bs: str, txn_coordinator: int) -> tuple[str, int]:
+    """A group whose offsets partition a broker other than ``txn_coordinator`` leads, and
+    that broker (the offsets topic is created by asking for a group's offsets)."""
+    committed_offsets(bs, "probe", WIRE_TOPIC, [0])
+    wait_for(lambda: all(leader > 0 for leader, _isr
+                         in partition_states(bs, CONSUMER_OFFSETS).values()),
+             20, f"{CONSUMER_OFFSETS} led")
+    states = partition_states(bs, CONSUMER_OFFSETS)
+    leaders = {g: states[partition_for_group(g, len(states))][0]
+               for g in (f"group-{i}" for i in range(100))}
+    return next((g, n) for g, n in leaders.items() if n != txn_coordinator)
+
+
+def _txn_offset_commit(w: KafkaWire, group: str, pid: int, epoch: int) -> int:
+    toc = tx.TxnOffsetCommitRequest
+    r = w.call(ApiKey.TXN_OFFSET_COMMIT, 3, toc(
+        transactional_id="kip890", group_id=group, producer_id=pid, producer_epoch=epoch,
+        member_id="", topics=[toc.TxnOffsetCommitRequestTopic(name=WIRE_TOPIC, partitions=[
+            toc.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=1,
+                                                committed_metadata="")])]))
+    return r.topics[0].partitions[0].error_code
 
 
 def test_coordinator_killed_with_a_transaction_open(fault_cluster: ClusterProcesses) -> None:

@@ -124,17 +124,18 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: TopLevel) -> To
     offsets = {(t.name, p.partition_index): OffsetAndMetadata(
                    p.committed_offset, p.committed_leader_epoch, p.committed_metadata or "")
                for t in request.topics for p in t.partitions}
-    gc, tc = ctx.broker.group_coordinator, _coordinator(ctx)
+    gc = ctx.broker.group_coordinator
     if gc is None:
         results = dict.fromkeys(offsets, E.COORDINATOR_NOT_AVAILABLE)
-    elif (tc is not None and tc.serves(request.transactional_id)
-          and (err := tc.verify_partitions(
-              request.transactional_id, request.producer_id, request.producer_epoch,
-              [(CONSUMER_OFFSETS, gc.store.partition_for(request.group_id))]).popitem()[1])
-          != E.NONE):
+    elif (err := await ctx.broker.txn_verifier.verify_partition(
+            request.transactional_id, request.producer_id, request.producer_epoch,
+            (CONSUMER_OFFSETS, gc.store.partition_for(request.group_id)))) != E.NONE:
         # KIP-890: offsets only into a transaction that has the group's partition (after
-        # AddOffsetsToTxn), else no marker would ever settle them
-        results = dict.fromkeys(offsets, fenced_code(err, ctx.api_version, 3))
+        # AddOffsetsToTxn), else no marker would ever settle them; asked of the id's
+        # coordinator wherever it is (COORDINATOR_NOT_AVAILABLE while it cannot answer,
+        # as Kafka answers an offsets write short of replicas)
+        code = E.COORDINATOR_NOT_AVAILABLE if err == E.NOT_ENOUGH_REPLICAS else err
+        results = dict.fromkeys(offsets, fenced_code(code, ctx.api_version, 3))
     else:
         v3 = ctx.api_version >= 3
         results = gc.txn_commit_offsets(

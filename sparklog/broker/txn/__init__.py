@@ -2,8 +2,8 @@
 
     coordinator  TransactionCoordinator: which transactional ids this broker serves (the
                  state partitions it leads: ``serve_partitions``), InitProducerId,
-                 AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, the KIP-890 produce check,
-                 timeouts, id expiry, Describe/ListTransactions
+                 AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, the KIP-890 check
+                 (``verify_partitions``), timeouts, id expiry, Describe/ListTransactions
     model        TxnMetadata: one transactional id's producer, epoch, state and partitions
     store        TxnStore: records written to and replayed from one state partition
     records      the ``__transaction_state`` key and value formats (Kafka's)

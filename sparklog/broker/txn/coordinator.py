@@ -59,7 +59,6 @@ from sparklog.broker.txn.markers import MarkerWriter
 from sparklog.broker.txn.model import MAX_EPOCH, InitKind, TxnMetadata
 from sparklog.broker.txn.records import TopicPartition, TxnState
 from sparklog.broker.txn.store import TxnStore
-from sparklog.protocol.batch_header import BATCH_HEADER_SIZE, read_header
 from sparklog.protocol.errors import ErrorCode, KafkaError
 from sparklog.protocol.internal_topics import CONSUMER_OFFSETS, TRANSACTION_STATE
 
@@ -325,17 +324,6 @@ class TransactionCoordinator:
         ok = m.state == TxnState.ONGOING
         return {tp: E.NONE if ok and tp in m.partitions else E.INVALID_TXN_STATE
                 for tp in parts}
-
-    def verify_produce(self, transactional_id: str, tp: TopicPartition,
-                       records: bytes | bytearray | memoryview) -> ErrorCode:
-        """The KIP-890 check of a transactional batch produced to ``tp``, for an id this
-        coordinator serves: its producer must be the id's current one, ``tp`` in its
-        ongoing transaction."""
-        if len(records) < BATCH_HEADER_SIZE:
-            return E.NONE
-        h = read_header(records)
-        err = self.verify_partitions(transactional_id, h.producer_id, h.producer_epoch, [tp])[tp]
-        return E.INVALID_PRODUCER_EPOCH if err == E.PRODUCER_FENCED else err
 
     async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
                       commit: bool) -> ErrorCode:

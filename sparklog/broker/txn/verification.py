@@ -1,7 +1,8 @@
 """KIP-890 part 1 on the partition leader: a transactional batch is appended only if its
 partition is in its producer's ongoing transaction, so a produce outside a transaction
 (a late batch of an aborted one, a zombie's) is refused on every broker and no
-transaction can hang.
+transaction can hang; the group coordinator checks TxnOffsetCommit's offsets partition
+the same way.
 
 When this broker coordinates the batch's transactional id the coordinator answers at once.
 Otherwise its coordinator (the leader of the id's ``__transaction_state`` partition) is
@@ -24,7 +25,7 @@ from sparklog.broker.inter_broker import InterBrokerClients
 from sparklog.broker.txn.coordinator import TransactionCoordinator
 from sparklog.broker.txn.records import TopicPartition
 from sparklog.client.connection import KafkaConnectionError, KafkaTimeoutError
-from sparklog.protocol.batch_header import BATCH_HEADER_SIZE, BatchHeader, read_header
+from sparklog.protocol.batch_header import BATCH_HEADER_SIZE, read_header
 from sparklog.protocol.errors import ErrorCode
 from sparklog.protocol.messages.transactions import AddPartitionsToTxnRequest
 
@@ -58,37 +59,47 @@ class ProduceVerifier:
 
     async def verify(self, transactional_id: str, tp: TopicPartition,
                      records: bytes | bytearray | memoryview) -> ErrorCode:
-        """NONE when the transactional batch ``records`` may be appended to ``tp``."""
+        """NONE when the transactional batch ``records`` may be appended to ``tp`` (a
+        fenced producer gets INVALID_PRODUCER_EPOCH, as Produce answers it)."""
         if len(records) < BATCH_HEADER_SIZE:
             return E.NONE
+        h = read_header(records)
+        err = await self.verify_partition(transactional_id, h.producer_id, h.producer_epoch,
+                                          tp)
+        return E.INVALID_PRODUCER_EPOCH if err == E.PRODUCER_FENCED else err
+
+    async def verify_partition(self, transactional_id: str, producer_id: int,
+                               producer_epoch: int, tp: TopicPartition) -> ErrorCode:
+        """NONE when ``tp`` is in the ongoing transaction of ``transactional_id``'s
+        current producer (a Produce's partition, or TxnOffsetCommit's offsets partition);
+        else the coordinator's answer, NOT_ENOUGH_REPLICAS while it cannot give one."""
         tc = self._coordinator()
         if tc is None:
             return E.NOT_ENOUGH_REPLICAS
         if tc.serves(transactional_id):
-            return tc.verify_produce(transactional_id, tp, records)
-        h = read_header(records)
-        if self._in_open_transaction(tp, h):
+            return tc.verify_partitions(transactional_id, producer_id, producer_epoch,
+                                        [tp])[tp]
+        if self._in_open_transaction(tp, producer_id, producer_epoch):
             return E.NONE
         node = self._locate(transactional_id)
         if node is None or node == self.node_id:
             return E.NOT_ENOUGH_REPLICAS
-        err = await self._ask(node, transactional_id, h, tp)
-        if err in _RETRY:
-            return E.NOT_ENOUGH_REPLICAS
-        return E.INVALID_PRODUCER_EPOCH if err == E.PRODUCER_FENCED else err
+        err = await self._ask(node, transactional_id, producer_id, producer_epoch, tp)
+        return E.NOT_ENOUGH_REPLICAS if err in _RETRY else err
 
-    def _in_open_transaction(self, tp: TopicPartition, h: BatchHeader) -> bool:
+    def _in_open_transaction(self, tp: TopicPartition, producer_id: int,
+                             producer_epoch: int) -> bool:
         p = self._replicas.get(*tp)
-        entry = None if p is None else p.log.producer_state.last_entry(h.producer_id)
-        return (entry is not None and entry.producer_epoch == h.producer_epoch
+        entry = None if p is None else p.log.producer_state.last_entry(producer_id)
+        return (entry is not None and entry.producer_epoch == producer_epoch
                 and entry.current_txn_first_offset >= 0)
 
-    async def _ask(self, node: int, transactional_id: str, h: BatchHeader,
-                   tp: TopicPartition) -> ErrorCode:
+    async def _ask(self, node: int, transactional_id: str, producer_id: int,
+                   producer_epoch: int, tp: TopicPartition) -> ErrorCode:
         req = AddPartitionsToTxnRequest(transactions=[
             AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction(
-                transactional_id=transactional_id, producer_id=h.producer_id,
-                producer_epoch=h.producer_epoch, verify_only=True,
+                transactional_id=transactional_id, producer_id=producer_id,
+                producer_epoch=producer_epoch, verify_only=True,
                 topics=[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(
                     name=tp[0], partitions=[tp[1]])])])
         try:

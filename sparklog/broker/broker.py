@@ -48,7 +48,7 @@ from sparklog.broker.txn.coordinator import TransactionCoordinator
 from sparklog.broker.txn.marker_channel import MarkerChannel
 from sparklog.broker.txn.markers import LocalMarkerWriter
 from sparklog.broker.txn.store import TxnStore
-from sparklog.broker.txn.verification import ProduceVerifier
+from sparklog.broker.txn.verification import TxnVerifier
 from sparklog.protocol.errors import ErrorCode, InvalidConfigError, KafkaError
 from sparklog.protocol.internal_topics import CONSUMER_OFFSETS, INTERNAL_TOPICS, TRANSACTION_STATE
 from sparklog.protocol.topic_names import validate_topic_name
@@ -98,7 +98,7 @@ class Broker:
         self._marker_channel = MarkerChannel(self.node_id, self.metadata, self.txn_markers,
                                              self.inter_broker, self.park,
                                              self.request_timeout_ms)
-        self.txn_verifier = ProduceVerifier(self.node_id, lambda: self.txn_coordinator,
+        self.txn_verifier = TxnVerifier(self.node_id, lambda: self.txn_coordinator,
                                             self.txn_coordinator_node, self.inter_broker,
                                             self.replica_manager)
         self.producer_ids = ProducerIdManager(channel)

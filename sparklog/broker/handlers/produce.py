@@ -22,7 +22,7 @@ from sparklog.broker.acks import AcksAllWait, wait_replicated
 from sparklog.broker.dispatch import RequestContext, register
 from sparklog.broker.replica_manager import Records
 from sparklog.broker.server import CloseConnection
-from sparklog.broker.txn.verification import ProduceVerifier
+from sparklog.broker.txn.verification import TxnVerifier
 from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.batch_header import (
     ATTRIBUTES_OFFSET,
@@ -39,7 +39,7 @@ MIN_SERVED_VERSION = 3
 _ATTRIBUTES = ATTRIBUTES_OFFSET + 1  # the attributes' low byte (int16, big endian)
 
 
-async def _transactional_error(verifier: ProduceVerifier, transactional_id: str | None,
+async def _transactional_error(verifier: TxnVerifier, transactional_id: str | None,
                                tp: tuple[str, int], records: Records) -> ErrorCode:
     """A transactional batch needs the request's transactional id (Kafka refuses it with
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED otherwise: no transaction could ever close it)

@@ -10,7 +10,8 @@
     markers      MarkerWriter: COMMIT/ABORT control batches into the partitions' logs
     marker_channel  MarkerChannel: each marker to its partition's leader (WriteTxnMarkers
                  to the other brokers, batched per destination)
-    verification ProduceVerifier: a leader's KIP-890 check, asked of the id's coordinator
+    verification TxnVerifier: KIP-890 checks of a leader or group coordinator, asked of
+                 the id's coordinator
     config       the broker settings the coordinator reads
 
 The wire handlers are in ``sparklog.broker.handlers.transactions``.

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ProduceVerifier"]
+__all__ = ["TxnVerifier"]
 
 VERIFY_VERSION = 4
 E = ErrorCode
@@ -44,7 +44,7 @@ _RETRY = frozenset({E.COORDINATOR_NOT_AVAILABLE, E.NOT_COORDINATOR, E.CONCURRENT
                     E.COORDINATOR_LOAD_IN_PROGRESS, E.NETWORK_EXCEPTION, E.REQUEST_TIMED_OUT})
 
 
-class ProduceVerifier:
+class TxnVerifier:
     """``coordinator()`` is this broker's transaction coordinator (None while stopped);
     ``locate(transactional_id)`` the broker coordinating an id (None: none now)."""
 

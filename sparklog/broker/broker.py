@@ -99,8 +99,8 @@ class Broker:
                                              self.inter_broker, self.park,
                                              self.request_timeout_ms)
         self.txn_verifier = TxnVerifier(self.node_id, lambda: self.txn_coordinator,
-                                            self.txn_coordinator_node, self.inter_broker,
-                                            self.replica_manager)
+                                        self.txn_coordinator_node, self.inter_broker,
+                                        self.replica_manager)
         self.producer_ids = ProducerIdManager(channel)
         self.dispatcher = Dispatcher(self)
         self.server: KafkaServer | None = None

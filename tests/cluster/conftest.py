@@ -21,7 +21,8 @@ FAULT_CONFIG = {**CLUSTER_CONFIG, "replica.lag.time.max.ms": str(LAG_MS),
                 "replica.fetch.backoff.ms": "200"}
 
 
-def _cluster(tmp_path: Path, config: Mapping[str, str]) -> Iterator[ClusterProcesses]:
+def cluster_of(tmp_path: Path, config: Mapping[str, str]) -> Iterator[ClusterProcesses]:
+    """A controller and three brokers with ``config``, stopped when the test ends."""
     cluster = ClusterProcesses(tmp_path, brokers=3, config=config)
     try:
         yield cluster.start()
@@ -31,9 +32,9 @@ def _cluster(tmp_path: Path, config: Mapping[str, str]) -> Iterator[ClusterProce
 
 @pytest.fixture
 def local_cluster(tmp_path: Path) -> Iterator[ClusterProcesses]:
-    yield from _cluster(tmp_path, CLUSTER_CONFIG)
+    yield from cluster_of(tmp_path, CLUSTER_CONFIG)
 
 
 @pytest.fixture
 def fault_cluster(tmp_path: Path) -> Iterator[ClusterProcesses]:
-    yield from _cluster(tmp_path, FAULT_CONFIG)
+    yield from cluster_of(tmp_path, FAULT_CONFIG)

@@ -14,7 +14,9 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import ExitStack
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,6 +27,7 @@ from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.errors import ErrorCode as E
 from sparklog.protocol.internal_topics import CONSUMER_OFFSETS, TRANSACTION_STATE
 from sparklog.protocol.messages import transactions as tx
+from tests.cluster.conftest import FAULT_CONFIG, cluster_of
 from tests.helpers.cli import ok, run
 from tests.helpers.cluster import ClusterProcesses, delivery_report, partition_states
 from tests.helpers.kafka_clients import (
@@ -48,6 +51,7 @@ pytestmark = pytest.mark.timeout(90)
 TOPIC = "txn"
 PARTS = 3
 STATE_PARTITIONS = 50
+SLOW_SESSION_MS = 8000
 
 def _create(cluster: ClusterProcesses, topic: str = TOPIC) -> dict[int, int]:
     """The topic, RF 3 and min.insync.replicas 2; each partition's leader."""
@@ -196,12 +200,22 @@ def test_coordinator_killed_with_a_transaction_open(fault_cluster: ClusterProces
     assert moved != coordinator and state == "CompleteCommit"
 
 
-def test_coordinator_killed_after_logging_the_commit(fault_cluster: ClusterProcesses) -> None:
-    """The commit is logged (PrepareCommit) while one partition's leader is paused, so its
-    marker hangs (a request to it waits ``request.timeout.ms``); the coordinator's broker
-    is then SIGKILLed. The next coordinator loads the prepared transaction and writes every
-    marker: all of it becomes visible, and the id goes on."""
-    cluster = fault_cluster
+@pytest.fixture
+def slow_fence_cluster(tmp_path: Path) -> Iterator[ClusterProcesses]:
+    """Brokers fenced only after SLOW_SESSION_MS: a paused leader stays the leader (and
+    its markers unwritten) for seconds after it left the ISRs."""
+    yield from cluster_of(tmp_path, {**FAULT_CONFIG,
+                                     "broker.session.timeout.ms": str(SLOW_SESSION_MS)})
+
+
+def test_coordinator_killed_after_logging_the_commit(
+        slow_fence_cluster: ClusterProcesses) -> None:
+    """The commit is logged (PrepareCommit) while one partition's leader is paused: it has
+    left the ISRs (the decision replicates without it) but is not fenced yet, so it is still
+    the partition's leader and its marker is not written; the coordinator's broker is then
+    SIGKILLed. The next coordinator loads the prepared transaction and writes every marker:
+    all of it becomes visible, and the id goes on."""
+    cluster = slow_fence_cluster
     bs = cluster.bootstrap_servers
     leaders = _create(cluster)
     p = ck_txn_producer(bs, "prepared")

@@ -15,7 +15,7 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -217,25 +217,16 @@ def test_coordinator_killed_after_logging_the_commit(
     all of it becomes visible, and the id goes on."""
     cluster = slow_fence_cluster
     bs = cluster.bootstrap_servers
-    leaders = _create(cluster)
-    p = ck_txn_producer(bs, "prepared")
-    coordinator, _state = _coordinator(bs, "prepared")
-    paused = next(b for b in leaders.values() if b != coordinator)
-    # asked of the brokers that answer
-    others = ",".join(b.bootstrap_servers for n, b in cluster.brokers.items() if n != paused)
+    p, coordinator, paused, others = _a_leader_to_pause(cluster, "prepared")
     first, decided, last = _values("x", 30), _values("y", 30), _values("z", 30)
     _txn(p, first, commit=True)
     _txn(p, decided, commit=None)
-    pid = cluster.brokers[paused].proc.pid
-    os.kill(pid, signal.SIGSTOP)
-    try:
+    with _paused(cluster, paused):
         committing = threading.Thread(target=_commit_quietly, args=(p,), daemon=True)
         committing.start()
         wait_for(lambda: _coordinator(others, "prepared") == (coordinator, "PrepareCommit"),
                  20, "the commit logged, a marker missing")
         cluster.brokers[coordinator].kill()
-    finally:
-        os.kill(pid, signal.SIGCONT)
     _read_committed_exactly(bs, first + decided)
     again = ck_txn_producer(bs, "prepared")  # the same id goes on
     _txn(again, last, commit=True)
@@ -249,24 +240,38 @@ def test_markers_for_a_paused_leader_go_to_its_partitions_next_leaders(
     is written by its next leader once the paused broker is fenced, well within
     ``request.timeout.ms`` (30 s), and the whole transaction becomes visible while the old
     leader is still paused."""
-    cluster = fault_cluster
-    bs = cluster.bootstrap_servers
-    leaders = _create(cluster)
-    p = ck_txn_producer(bs, "moving")
-    coordinator, _state = _coordinator(bs, "moving")
-    paused = next(b for b in leaders.values() if b != coordinator)
-    others = ",".join(b.bootstrap_servers for n, b in cluster.brokers.items() if n != paused)
+    p, _coordinator_id, paused, others = _a_leader_to_pause(fault_cluster, "moving")
     committed = _values("m", 30)
     _txn(p, committed, commit=None)
-    pid = cluster.brokers[paused].proc.pid
-    os.kill(pid, signal.SIGSTOP)
-    try:
+    with _paused(fault_cluster, paused):
         started = time.monotonic()
         p.commit_transaction(DEADLINE_S)
         wait_for(lambda: _coordinator(others, "moving")[1] == "CompleteCommit", 25,
                  "every marker written while the old leader is still paused")
         assert time.monotonic() - started < 25
         _read_committed_exactly(others, committed)
+
+
+def _a_leader_to_pause(cluster: ClusterProcesses, txn_id: str) -> tuple[Any, int, int, str]:
+    """The topic; a transactional producer of ``txn_id``, its coordinator, a broker that
+    leads a partition and is not the coordinator, and the bootstrap servers without it."""
+    bs = cluster.bootstrap_servers
+    leaders = _create(cluster)
+    p = ck_txn_producer(bs, txn_id)
+    coordinator, _state = _coordinator(bs, txn_id)
+    paused = next(b for b in leaders.values() if b != coordinator)
+    others = ",".join(b.bootstrap_servers for n, b in cluster.brokers.items() if n != paused)
+    return p, coordinator, paused, others
+
+
+@contextmanager
+def _paused(cluster: ClusterProcesses, node: int) -> Iterator[None]:
+    """Broker ``node`` stopped (SIGSTOP) for the block, continued after it whatever
+    happens."""
+    pid = cluster.brokers[node].proc.pid
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
     finally:
         os.kill(pid, signal.SIGCONT)
 

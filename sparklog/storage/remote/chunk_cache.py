@@ -1,11 +1,18 @@
 """A bounded in-memory cache of fixed-size chunks of remote objects, with read-ahead.
 
 Remote reads go through it: a fetch asks for a byte range, the cache fetches the aligned
-chunks that cover it (one ranged GET each, those after the first in parallel) and keeps the
-most recently used ones up to ``max_bytes`` in total. ``read_ahead`` starts fetching the
-chunks after a read in the background, so a consumer reading a tiered partition from the
-start finds the next fetch's bytes already here: the store's latency overlaps the client's
-work instead of adding to it. Index objects are read through it too.
+chunks that cover it and keeps the most recently used ones up to ``max_bytes`` in total.
+``read_ahead`` starts fetching the chunks after a read in the background, so a consumer
+reading a tiered partition from the start finds the next fetch's bytes already here: the
+store's latency overlaps the client's work instead of adding to it. Index objects are read
+through it too.
+
+Requests are few and large: consecutive missing chunks are fetched by one ranged GET (a
+"run", at most ``max_run_bytes``) and split into chunks on arrival, and ``read_ahead`` only
+fetches once less than half of its window is already here or on its way, so a sequential
+reader's window is refilled a half-window at a time instead of chunk by chunk. Each request
+costs CPU on both sides of the HTTP connection (and some stores, e.g. moto's, read the
+whole object to answer a range), so bytes per request is what sets the throughput.
 
 Objects are immutable once uploaded (segment ids are never reused), so a cached chunk is
 never stale. Thread-safe: one fetch per chunk at a time (a second reader of a chunk being
@@ -16,7 +23,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 
 __all__ = ["ChunkCache"]
@@ -25,21 +32,31 @@ __all__ = ["ChunkCache"]
 class ChunkCache:
     def __init__(self, fetch: Callable[[str, int, int], bytes], *,
                  chunk_bytes: int = 1 << 20, max_bytes: int = 64 << 20,
-                 fetch_threads: int = 4) -> None:
-        """``fetch(path, position, size)`` reads a range from the store."""
+                 fetch_threads: int = 4, max_run_bytes: int = 16 << 20) -> None:
+        """``fetch(path, position, size)`` reads a range from the store; ``max_run_bytes``
+        caps one request (and the read-ahead window), and is kept to a quarter of
+        ``max_bytes`` so a run's chunks are not evicted before they are read."""
         if chunk_bytes <= 0:
             raise ValueError("chunk_bytes must be positive")
         self._fetch = fetch
         self.chunk_bytes = chunk_bytes
         self.max_bytes = max_bytes
+        self.max_run_chunks = max(1, min(max_run_bytes, max_bytes // 4) // chunk_bytes)
         self._chunks: OrderedDict[tuple[str, int], bytes] = OrderedDict()
-        self._inflight: dict[tuple[str, int], Future[bytes]] = {}
+        # chunk -> (the fetch of the run holding it, the run's first chunk index)
+        self._inflight: dict[tuple[str, int], tuple[Future[list[bytes]], int]] = {}
         self._bytes = 0
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=fetch_threads,
                                         thread_name_prefix="sparklog-remote-read")
         self.hits = 0
         self.misses = 0
+        self.requests = 0  # ranged reads sent to the store
+
+    @property
+    def read_ahead_bytes(self) -> int:
+        """The window ``read_ahead`` keeps filled ahead of a sequential reader."""
+        return self.max_run_chunks * self.chunk_bytes
 
     def read(self, path: str, object_size: int, position: int, size: int) -> bytes:
         """Bytes [position, position + size) of ``path`` (``object_size`` bytes long: chunks
@@ -50,34 +67,44 @@ class ChunkCache:
         cb = self.chunk_bytes
         first, last = position // cb, (position + size - 1) // cb
         if last > first:
-            self._start(path, object_size, range(first + 1, last + 1))
+            self._start(path, object_size, range(first, last + 1))
         parts = []
         for i in range(first, last + 1):
-            chunk = self._chunk(path, i, min(cb, object_size - i * cb))
+            chunk = self._chunk(path, object_size, i)
             lo = position - i * cb if i == first else 0
             hi = position + size - i * cb if i == last else cb
-            parts.append(chunk[lo:hi])
+            parts.append(chunk if lo == 0 and hi >= len(chunk) else chunk[lo:hi])
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def read_ahead(self, path: str, object_size: int, position: int, size: int) -> None:
-        """Start fetching the chunks of [position, position + size) in the background."""
+        """Start fetching the chunks of [position, position + size) in the background,
+        unless the first half of them is already here or being fetched."""
         size = min(size, object_size - position)
-        if size > 0:
-            cb = self.chunk_bytes
-            self._start(path, object_size, range(position // cb, (position + size - 1) // cb + 1))
+        if size <= 0:
+            return
+        cb = self.chunk_bytes
+        first, last = position // cb, (position + size - 1) // cb
+        half = first + max(1, (last - first + 1) // 2)
+        with self._lock:
+            covered = all(self._has(path, i) for i in range(first, half))
+        if not covered:
+            self._start(path, object_size, range(first, last + 1))
+
+    def _has(self, path: str, index: int) -> bool:
+        return (path, index) in self._chunks or (path, index) in self._inflight
 
     def _start(self, path: str, object_size: int, indexes: range) -> None:
         with self._lock:
-            todo = [i for i in indexes
-                    if (path, i) not in self._chunks and (path, i) not in self._inflight]
-            for i in todo:
-                size = min(self.chunk_bytes, object_size - i * self.chunk_bytes)
+            todo = [i for i in indexes if not self._has(path, i)]
+            for run in _runs(todo, self.max_run_chunks):
                 try:
-                    self._inflight[(path, i)] = self._pool.submit(self._load, path, i, size)
+                    fut = self._pool.submit(self._load, path, object_size, run)
                 except RuntimeError:  # shut down: readers fetch for themselves
                     return
+                for i in run:
+                    self._inflight[(path, i)] = (fut, run.start)
 
-    def _chunk(self, path: str, index: int, chunk_size: int) -> bytes:
+    def _chunk(self, path: str, object_size: int, index: int) -> bytes:
         key = (path, index)
         with self._lock:
             data = self._chunks.get(key)
@@ -88,24 +115,35 @@ class ChunkCache:
             self.misses += 1
             pending = self._inflight.get(key)
         if pending is not None:
-            return pending.result()
-        return self._load(path, index, chunk_size)
+            fut, run_start = pending
+            return fut.result()[index - run_start]
+        return self._load(path, object_size, range(index, index + 1))[0]
 
-    def _load(self, path: str, index: int, chunk_size: int) -> bytes:
-        key = (path, index)
+    def _load(self, path: str, object_size: int, run: range) -> list[bytes]:
+        """Fetch the chunks of ``run`` with one request and keep them."""
+        cb = self.chunk_bytes
+        start = run.start * cb
+        keys = [(path, i) for i in run]
         try:
-            data = self._fetch(path, index * self.chunk_bytes, chunk_size)
-        finally:
+            data = self._fetch(path, start, min(len(run) * cb, object_size - start))
+        except BaseException:
             with self._lock:
+                for key in keys:
+                    self._inflight.pop(key, None)
+            raise
+        chunks = ([data] if len(run) == 1
+                  else [data[o:o + cb] for o in range(0, len(run) * cb, cb)])
+        with self._lock:  # no moment where a chunk is neither in flight nor here
+            self.requests += 1
+            for key, chunk in zip(keys, chunks, strict=False):
                 self._inflight.pop(key, None)
-        with self._lock:
-            if key not in self._chunks:
-                self._chunks[key] = data
-                self._bytes += len(data)
-                while self._bytes > self.max_bytes and len(self._chunks) > 1:
-                    _k, old = self._chunks.popitem(last=False)
-                    self._bytes -= len(old)
-        return data
+                if key not in self._chunks:
+                    self._chunks[key] = chunk
+                    self._bytes += len(chunk)
+            while self._bytes > self.max_bytes and len(self._chunks) > 1:
+                _k, old = self._chunks.popitem(last=False)
+                self._bytes -= len(old)
+        return chunks
 
     def invalidate(self, path: str) -> None:
         """Forget the chunks of ``path`` (its object was deleted)."""
@@ -116,3 +154,16 @@ class ChunkCache:
     def close(self) -> None:
         """Stop the background fetches (those running finish)."""
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _runs(indexes: list[int], longest: int) -> Iterator[range]:
+    """``indexes`` (ascending) as ranges of consecutive indexes, none longer than
+    ``longest``."""
+    i = 0
+    while i < len(indexes):
+        j = i + 1
+        while j < len(indexes) and j - i < longest and indexes[j] == indexes[j - 1] + 1:
+            j += 1
+        yield range(indexes[i], indexes[j - 1] + 1)
+        i = j
+

@@ -260,15 +260,32 @@ class RemoteLog:
         that are local files need none: they are sent from the file."""
         if self.store.local_files:
             return
+        m = self._manifest
+        seg = m.segment_for(offset)
+        if seg is None:
+            return
         try:
+            # this fetch's bytes and those after them in the object, as one request (the
+            # scan then walks cached chunks): a segment no larger than the window is read
+            # whole, once
+            path = self.object_path(seg, ".log")
+            window = max(max_bytes, self.cache.read_ahead_bytes)
+            self.cache.read_ahead(path, seg.size, self._index_floor(seg, offset), window)
             info = self.read(FetchDataInfo(offset, offset), offset, max_bytes,
-                             self._manifest.end_offset or offset, True)
-            seg = self._manifest.segment_for(offset)
-            if info.slices and seg is not None:
-                # the consumer's next fetch starts where this one ends: fetch it meanwhile
+                             m.end_offset or offset, True)
+            if info.slices:
+                # the consumer's next fetches start where this one ends: fetch them meanwhile,
+                # and the next segment from its start once this one ends within the window
                 s = info.slices[-1]
-                self.cache.read_ahead(s.path, seg.size, s.position + s.size, max_bytes)
-            if read_committed and seg is not None:
+                end = s.position + s.size
+                self.cache.read_ahead(path, seg.size, end, window)
+                nxt = m.segment_for(seg.end_offset)
+                if end + window > seg.size and nxt is not None:
+                    self.cache.read_ahead(self.object_path(nxt, ".log"), nxt.size, 0, window)
+                    index_size = nxt.files.get(INDEX_SUFFIX, 0)  # for fetches past its start
+                    self.cache.read_ahead(self.object_path(nxt, INDEX_SUFFIX), index_size, 0,
+                                          index_size)
+            if read_committed:
                 self.aborted_transactions(offset, seg.end_offset)
         except RemoteStorageError as exc:
             log.debug("prefetch of %s-%d at %d failed: %s", self.topic, self.partition, offset,
@@ -345,7 +362,10 @@ class RemoteLog:
         return out, False
 
     def _index_floor(self, seg: RemoteSegment, offset: int) -> int:
-        """Position of the last index entry at or before ``offset`` (0 without one)."""
+        """Position of the last index entry at or before ``offset`` (0 without one, or
+        at the segment's base: a reader crossing into it needs no index)."""
+        if offset <= seg.base_offset:
+            return 0
         idx = self._parsed(seg, INDEX_SUFFIX, lambda data, _path: parse_offset_index(data))
         return index_floor(idx, offset - seg.base_offset)
 

@@ -43,6 +43,11 @@ async def send_external(obj: FileSlice | SliceChain, loop: asyncio.AbstractEvent
             if not await send_external(s, loop, transport):
                 return False
         return True
+    parts = obj.remote_parts()
+    if parts is not None:  # the tier's cached chunks, written as they are
+        for part in parts:
+            transport.write(part)
+        return sum(len(p) for p in parts) == size
     f = _open_private(obj)
     if f is None:
         data = obj.read_bytes()

@@ -2,7 +2,9 @@
 
 A slice of a local segment carries the segment's descriptor, so the broker can
 ``os.sendfile`` it; a slice of a remote segment (``storage.remote``, the object-storage
-tier) carries the ``RangeReader`` its bytes come from (the tier's chunk cache) instead.
+tier) carries the ``RangeReader`` its bytes come from (the tier's chunk cache) instead, and
+is written from the cached chunks without joining them (``remote_parts``). An object of a
+``file://`` tier is a local file: its slice carries neither and is sent by its path.
 ``size`` is what the protocol encoder looks for to treat a slice as an external chunk.
 """
 
@@ -18,6 +20,10 @@ class RangeReader(Protocol):
     """Reads byte ranges of objects that are not local files (the remote tier)."""
 
     def read_range(self, path: str, position: int, size: int) -> bytes: ...
+
+    def read_parts(self, path: str, position: int, size: int) -> list[memoryview]:
+        """The bytes of ``read_range`` in pieces, without joining them."""
+        ...
 
 
 class FileSlice:
@@ -40,6 +46,13 @@ class FileSlice:
 
     def fileno(self) -> int | None:
         return self._fd
+
+    def remote_parts(self) -> list[memoryview] | None:
+        """The bytes of a slice of a remote object, in pieces not joined (None for a slice
+        of a local file, which is sent from the file)."""
+        if self._store is None:
+            return None
+        return self._store.read_parts(self.path, self.position, self.size)
 
     def read_bytes(self) -> bytes:
         if self._fd is not None:

@@ -42,9 +42,12 @@ class ChunkCache:
         self.chunk_bytes = chunk_bytes
         self.max_bytes = max_bytes
         self.max_run_chunks = max(1, min(max_run_bytes, max_bytes // 4) // chunk_bytes)
-        self._chunks: OrderedDict[tuple[str, int], bytes] = OrderedDict()
+        # views of the runs' bytes: a run is split without copying it, and its buffer
+        # lives until the last of its chunks is evicted (so the memory held may pass
+        # ``max_bytes`` by less than one run)
+        self._chunks: OrderedDict[tuple[str, int], memoryview] = OrderedDict()
         # chunk -> (the fetch of the run holding it, the run's first chunk index)
-        self._inflight: dict[tuple[str, int], tuple[Future[list[bytes]], int]] = {}
+        self._inflight: dict[tuple[str, int], tuple[Future[list[memoryview]], int]] = {}
         self._bytes = 0
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=fetch_threads,
@@ -61,9 +64,18 @@ class ChunkCache:
     def read(self, path: str, object_size: int, position: int, size: int) -> bytes:
         """Bytes [position, position + size) of ``path`` (``object_size`` bytes long: chunks
         are never asked for past its end, which some stores refuse), fewer at its end."""
+        parts = self.read_parts(path, object_size, position, size)
+        if len(parts) == 1:
+            return bytes(parts[0])
+        return b"".join(parts)
+
+    def read_parts(self, path: str, object_size: int, position: int,
+                   size: int) -> list[memoryview]:
+        """The same bytes as ``read``, as views of the cached chunks (nothing copied: what
+        a fetch response writes to its socket)."""
         size = min(size, object_size - position)
         if size <= 0:
-            return b""
+            return [memoryview(b"")]
         cb = self.chunk_bytes
         first, last = position // cb, (position + size - 1) // cb
         if last > first:
@@ -74,7 +86,7 @@ class ChunkCache:
             lo = position - i * cb if i == first else 0
             hi = position + size - i * cb if i == last else cb
             parts.append(chunk if lo == 0 and hi >= len(chunk) else chunk[lo:hi])
-        return parts[0] if len(parts) == 1 else b"".join(parts)
+        return parts
 
     def read_ahead(self, path: str, object_size: int, position: int, size: int) -> None:
         """Start fetching the chunks of [position, position + size) in the background,
@@ -104,7 +116,7 @@ class ChunkCache:
                 for i in run:
                     self._inflight[(path, i)] = (fut, run.start)
 
-    def _chunk(self, path: str, object_size: int, index: int) -> bytes:
+    def _chunk(self, path: str, object_size: int, index: int) -> memoryview:
         key = (path, index)
         with self._lock:
             data = self._chunks.get(key)
@@ -119,7 +131,7 @@ class ChunkCache:
             return fut.result()[index - run_start]
         return self._load(path, object_size, range(index, index + 1))[0]
 
-    def _load(self, path: str, object_size: int, run: range) -> list[bytes]:
+    def _load(self, path: str, object_size: int, run: range) -> list[memoryview]:
         """Fetch the chunks of ``run`` with one request and keep them."""
         cb = self.chunk_bytes
         start = run.start * cb
@@ -131,8 +143,8 @@ class ChunkCache:
                 for key in keys:
                     self._inflight.pop(key, None)
             raise
-        chunks = ([data] if len(run) == 1
-                  else [data[o:o + cb] for o in range(0, len(run) * cb, cb)])
+        view = memoryview(data)
+        chunks = [view[o:o + cb] for o in range(0, len(run) * cb, cb)]
         with self._lock:  # no moment where a chunk is neither in flight nor here
             self.requests += 1
             for key, chunk in zip(keys, chunks, strict=False):

@@ -246,8 +246,11 @@ class RemoteLog:
             raise RemoteStorageError(f"{path} is gone: {exc}") from exc
         if found is not None:
             position, size, next_offset = found
-            info.slices.append(FileSlice(path, position, size, None,
-                                         _RemoteObject(self.cache, seg.size)))
+            # objects that are local files are sent from the file (sendfile), others from
+            # the chunk cache
+            info.slices.append(FileSlice(path, position, size, None, None
+                                         if self.store.local_files
+                                         else _RemoteObject(self.cache, seg.size)))
             info.size += size
             info.next_offset = next_offset
         return info
@@ -415,3 +418,6 @@ class _RemoteObject:
 
     def read_range(self, path: str, position: int, size: int) -> bytes:
         return self.cache.read(path, self.size, position, size)
+
+    def read_parts(self, path: str, position: int, size: int) -> list[memoryview]:
+        return self.cache.read_parts(path, self.size, position, size)

@@ -78,3 +78,17 @@ def test_the_window_is_capped_by_a_quarter_of_the_cache():
         assert cache.read_ahead_bytes == 8 * KiB
     finally:
         cache.close()
+
+
+def test_read_parts_are_views_of_the_cached_chunks():
+    store, path, data, calls = _object(10 * KiB)
+    cache = _cache(store, calls, max_bytes=256 * KiB)
+    try:
+        parts = cache.read_parts(path, len(data), 500, 3 * KiB)
+        assert [len(p) for p in parts] == [KiB - 500, KiB, KiB, 500]
+        assert b"".join(parts) == data[500:3 * KiB + 500]
+        assert all(isinstance(p, memoryview) for p in parts)
+        assert len(calls) == 1
+        assert b"".join(cache.read_parts(path, len(data), 9 * KiB, 5 * KiB)) == data[9 * KiB:]
+    finally:
+        cache.close()

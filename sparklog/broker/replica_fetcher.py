@@ -14,7 +14,9 @@ leader where its latest epoch ends (OffsetForLeaderEpoch) and truncates there
 (KIP-101/279: never blindly to the HW), so a replica that led with an unreplicated tail
 drops exactly the tail the new leader does not have. OFFSET_OUT_OF_RANGE (our LEO past the
 leader's, or below its log start) truncates to the leader's end or starts over at its
-start. Leader-epoch and leadership errors wait for the metadata to move the partition; every
+start; OFFSET_MOVED_TO_TIERED_STORAGE (below the leader's local log start of a tiered
+partition) restarts the log from the bucket's state (KIP-405) after the last uploaded
+segment the leader no longer holds locally. Leader-epoch and leadership errors wait for the metadata to move the partition; every
 error backs the partition (or, for a broken connection, the whole fetcher) off for
 ``replica.fetch.backoff.ms``.
 """
@@ -42,6 +44,8 @@ from sparklog.protocol.messages.fetch import (
     ListOffsetsRequest,
     OffsetForLeaderEpochRequest,
 )
+from sparklog.storage.remote.follower import tier_start
+from sparklog.storage.remote.store import RemoteStorageError
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +54,7 @@ __all__ = ["FetcherConfig", "ReplicaFetcherManager"]
 FETCH_VERSION = 12  # topic names, current and last fetched epochs, diverging epoch
 OFFSET_FOR_LEADER_EPOCH_VERSION = 4
 LIST_OFFSETS_VERSION = 7
-EARLIEST, LATEST = -2, -1
+EARLIEST, LATEST, EARLIEST_LOCAL = -2, -1, -4
 
 # errors after which the partition waits for the metadata (or the leader) to catch up
 _WAIT_ERRORS = {ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH,
@@ -267,6 +271,9 @@ class _Fetcher:
         if code == ErrorCode.OFFSET_OUT_OF_RANGE:
             await self._out_of_range(conn, s)
             return
+        if code == ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE:
+            await self._start_from_tier(conn, s)
+            return
         if code:
             self._delay(s, code, "fetch")
             return
@@ -290,28 +297,32 @@ class _Fetcher:
         except KafkaError as exc:
             self._delay(s, int(exc.error_code), f"append ({exc})")
 
+    async def _list_offset(self, conn: BrokerConnection, s: _FetchState,
+                           timestamp: int) -> int | None:
+        """The leader's ListOffsets answer for ``timestamp`` (None: failed, backed off)."""
+        p = s.partition
+        req_cls = ListOffsetsRequest
+        req = req_cls(replica_id=self.manager.node_id, isolation_level=0, topics=[
+            req_cls.ListOffsetsTopic(name=p.topic, partitions=[
+                req_cls.ListOffsetsPartition(
+                    partition_index=p.partition, current_leader_epoch=s.leader_epoch,
+                    timestamp=timestamp)])])
+        resp = await send_request(conn, req, LIST_OFFSETS_VERSION)
+        part = resp.topics[0].partitions[0]
+        if part.error_code:
+            self._delay(s, part.error_code, "ListOffsets")
+            return None
+        return int(part.offset)
+
     async def _out_of_range(self, conn: BrokerConnection, s: _FetchState) -> None:
         """Our LEO is beyond the leader's end (truncate to it) or below its start (start
         over there)."""
         p = s.partition
         plog = p.log
-        req_cls = ListOffsetsRequest
-        ends: dict[int, int] = {}
-        for ts in (EARLIEST, LATEST):
-            req = req_cls(replica_id=self.manager.node_id, isolation_level=0, topics=[
-                req_cls.ListOffsetsTopic(name=p.topic, partitions=[
-                    req_cls.ListOffsetsPartition(
-                        partition_index=p.partition, current_leader_epoch=s.leader_epoch,
-                        timestamp=ts)])])
-            resp = await send_request(conn, req, LIST_OFFSETS_VERSION)
-            part = resp.topics[0].partitions[0]
-            if part.error_code:
-                self._delay(s, part.error_code, "ListOffsets")
-                return
-            ends[ts] = part.offset
-        if not s.current:
-            return  # the partition moved on while we asked
-        leader_start, leader_end = ends[EARLIEST], ends[LATEST]
+        leader_start = await self._list_offset(conn, s, EARLIEST)
+        leader_end = None if leader_start is None else await self._list_offset(conn, s, LATEST)
+        if leader_start is None or leader_end is None or not s.current:
+            return  # backed off, or the partition moved on while we asked
         if plog.log_end_offset > leader_end:
             log.warning("%s-%d: follower %d is past the leader's end %d: truncating to it",
                         p.topic, p.partition, self.manager.node_id, leader_end)
@@ -322,6 +333,37 @@ class _Fetcher:
             plog.truncate_fully_and_start_at(leader_start)
         else:  # in range again (the leader's log moved meanwhile): retry after a pause
             self._delay(s, ErrorCode.OFFSET_OUT_OF_RANGE, "fetch")
+
+    async def _start_from_tier(self, conn: BrokerConnection, s: _FetchState) -> None:
+        """KIP-405: our LEO is below the leader's local log start, in offsets only the
+        bucket holds. Restart our log after the uploaded segment holding the offset before
+        the leader's local start, with its leader epochs and producer state
+        (``storage.remote.follower``), and fetch the rest from the leader."""
+        p = s.partition
+        plog = p.log
+        remote = plog.remote
+        if remote is None:  # our tier has not attached the log yet (or is off)
+            self._delay(s, ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE, "fetch (no tier here)")
+            return
+        local_start = await self._list_offset(conn, s, EARLIEST_LOCAL)
+        if local_start is None:
+            return
+        try:
+            start = await asyncio.to_thread(tier_start, remote, local_start)
+        except RemoteStorageError as exc:
+            self._delay(s, ErrorCode.KAFKA_STORAGE_ERROR, f"reading the bucket ({exc})")
+            return
+        if start is None:
+            self._delay(s, ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE, "fetch (not uploaded yet)")
+            return
+        if not s.current:
+            return  # the partition moved on while we read the bucket
+        log.info("%s-%d: follower %d is below leader %d's local log start %d: continuing at "
+                 "%d from the bucket (log start %d)", p.topic, p.partition,
+                 self.manager.node_id, self.leader_id, local_start, start.offset,
+                 start.log_start_offset)
+        plog.truncate_fully_and_start_at(start.offset, start.log_start_offset, start.epochs,
+                                         start.producer_snapshot)
 
 
 class ReplicaFetcherManager:

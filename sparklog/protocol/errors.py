@@ -269,6 +269,13 @@ class OffsetOutOfRangeError(KafkaError):
     high_watermark: int | None = None
 
 
+class OffsetMovedToTieredStorageError(KafkaError):
+    """A follower fetched below the leader's local log start of a tiered partition: it
+    rebuilds its state from the bucket instead (KIP-405)."""
+
+    error_code = ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE
+
+
 class UnsupportedVersionError(KafkaError):
     error_code = ErrorCode.UNSUPPORTED_VERSION
 

@@ -162,14 +162,19 @@ class LeaderEpochCache:
             if not merged or e > merged[-1][0]:
                 merged.append((e, o))
         if merged != local:
-            self.clear()
-            for e, o in merged:
-                self.assign(e, o)
+            self.replace(merged)
             self.truncate_from_start(start_offset)
 
-    def clear(self) -> None:
+    def replace(self, entries: Iterable[tuple[int, int]], end_offset: int | None = None) -> None:
+        """Hold exactly the (epoch, start) ``entries`` that start before ``end_offset``."""
         self._epochs, self._starts = [], []
+        for e, o in entries:
+            if end_offset is None or o < end_offset:
+                self.assign(e, o)
         self._persist()
+
+    def clear(self) -> None:
+        self.replace(())
 
     def _persist(self) -> None:
         if self.path is not None:

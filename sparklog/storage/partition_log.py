@@ -150,10 +150,6 @@ class PartitionLog:
     def high_watermark(self) -> int:
         return self._hw
 
-    @high_watermark.setter
-    def high_watermark(self, offset: int) -> None:
-        self.update_high_watermark(offset)
-
     @property
     def last_stable_offset(self) -> int:
         """The LSO: the HW, or the first offset of the oldest open transaction when that is
@@ -511,8 +507,10 @@ class PartitionLog:
                 raise ValueError(f"cannot truncate to negative offset {offset}")
             if offset >= self._leo:
                 return False
-            if offset < self._log_start_offset:
-                self._truncate_fully_locked(offset)
+            if offset < self._log_start_offset or (self.remote is not None
+                                                   and offset < self.local_log_start_offset):
+                # a tiered log's bucket keeps serving what is below ``offset``
+                self._truncate_fully_locked(offset, self._log_start_offset, self._epochs.entries())
                 return True
             log.info("%s-%d: truncating from %d to %d", self.topic, self.partition,
                      self._leo, offset)
@@ -532,19 +530,26 @@ class PartitionLog:
         self._notify()
         return True
 
-    def truncate_fully_and_start_at(self, offset: int) -> None:
-        """Drop everything and restart the log empty at ``offset`` (follower far behind)."""
+    def truncate_fully_and_start_at(self, offset: int, log_start_offset: int | None = None,
+                                    epochs: list[tuple[int, int]] | None = None,
+                                    producer_snapshot: bytes | None = None) -> None:
+        """Drop everything and restart the log empty at ``offset`` (follower far behind); a
+        tiered log's follower (KIP-405) keeps the bucket's log start, epochs, producer state."""
         with self._lock:
             self._check_open()
-            self._truncate_fully_locked(offset)
+            self._truncate_fully_locked(offset, log_start_offset, epochs or [])
+            if producer_snapshot is not None:
+                self._producers.load_snapshot(offset, producer_snapshot)
         self._notify()
 
-    def _truncate_fully_locked(self, offset: int) -> None:
+    def _truncate_fully_locked(self, offset: int, log_start_offset: int | None = None,
+                               epochs: list[tuple[int, int]] | None = None) -> None:
         for seg in self._segments:
             seg.delete_files()
         self._segments = [self._new_segment(offset)]
-        self._leo = self._hw = self._log_start_offset = self._recovery_point = offset
-        self._epochs.clear()
+        self._leo = self._hw = self._recovery_point = offset
+        self._log_start_offset = min(offset, offset if log_start_offset is None else log_start_offset)
+        self._epochs.replace(epochs or (), offset)
         self._producers.delete_all_snapshots()
         self._producers.reset(offset)
 

@@ -369,6 +369,18 @@ class ProducerStateManager:
             return off
         return None
 
+    def load_snapshot(self, offset: int, data: bytes) -> bool:
+        """Take the state at ``offset`` from a snapshot's bytes (a tiered log's follower
+        starting there from the bucket); False, and no state, when they do not parse."""
+        from .checkpoints import atomic_write
+
+        atomic_write(self._path(offset), data)
+        if self.truncate_and_reload(offset, offset) == offset:
+            return True
+        log.warning("%s: unreadable producer snapshot at %d; idempotent producers start over",
+                    self.log_dir, offset)
+        return False
+
     def reset(self, offset: int) -> None:
         """Forget every producer: the state of an empty log starting at ``offset``."""
         self.producers = {}

@@ -8,7 +8,8 @@ Follower fetches (replica_id >= 0) go to the leader like consumer fetches, read 
 log end offset and report the follower's position to the replica manager, which is where
 the HW of a replicated partition moves and a caught-up follower rejoins the ISR. A follower
 whose last fetched epoch diverges from ours gets the diverging epoch (KIP-595) and is not
-counted as having anything.
+counted as having anything; one fetching below the local log start of a tiered partition
+gets OFFSET_MOVED_TO_TIERED_STORAGE (KIP-405: it restarts from the bucket, not from us).
 
 A fetch that found fewer than ``min_bytes`` parks on its connection (``delayed.py``) and
 reads again whenever one of its partitions changes, until it has enough, ``max_wait_ms``
@@ -26,7 +27,12 @@ from sparklog.broker.fileslice import as_records
 from sparklog.broker.partition import Partition
 from sparklog.broker.remote_fetch import prefetch_remote
 from sparklog.protocol.api_keys import ApiKey
-from sparklog.protocol.errors import ErrorCode, KafkaError, OffsetOutOfRangeError
+from sparklog.protocol.errors import (
+    ErrorCode,
+    KafkaError,
+    OffsetMovedToTieredStorageError,
+    OffsetOutOfRangeError,
+)
 from sparklog.protocol.messages.fetch import FetchRequest, FetchResponse
 from sparklog.storage.partition_log import PartitionLog
 
@@ -87,6 +93,10 @@ def _read_pass(ctx: RequestContext, entries: list[_PartitionFetch], request: Fet
                 if epoch != last_epoch or end < r.fetch_offset:
                     resp.diverging_epoch = FetchResponse.EpochEndOffset(epoch=epoch, end_offset=end)
                     continue
+            if follower and plog.remote is not None and r.fetch_offset < plog.local_log_start_offset:
+                raise OffsetMovedToTieredStorageError(
+                    f"{e.topic}-{r.partition}: offset {r.fetch_offset} is below the local log "
+                    f"start {plog.local_log_start_offset}: it is in the remote tier")
             if follower:
                 rm.record_follower_fetch(p, request.replica_id, r.fetch_offset)
                 resp.high_watermark = plog.high_watermark  # it may just have moved

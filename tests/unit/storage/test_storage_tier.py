@@ -16,6 +16,7 @@ import pytest
 from sparklog.protocol.errors import KafkaStorageError
 from sparklog.protocol.records import decode_batches
 from sparklog.storage import LogConfig, LogManager, PartitionLog
+from sparklog.storage.remote.follower import tier_start
 from sparklog.storage.remote.manager import RemoteLogManager
 from sparklog.storage.remote.store import RemoteStore, RetryPolicy
 from tests.helpers.batches import append_committed, append_marker, make_batch, txn_batch
@@ -144,6 +145,58 @@ def test_restore_from_empty_disk_continues_after_last_upload(tmp_path, store):
         assert _read_everything(restored, 0)[: len(remote_bytes)] == remote_bytes
     finally:
         mgr.shutdown()
+
+
+def test_a_follower_restarts_from_the_bucket_below_the_leaders_local_start(tmp_path, store):
+    """KIP-405's follower path: the follower's log starts empty after the last uploaded
+    segment the leader dropped locally, with the bucket's log start, the leader epochs and
+    the producer state there, and reads below that come from the bucket."""
+    leader = _log(tmp_path)
+    tier = _tier(store)
+    tier.attach(leader)
+    for i in range(30):
+        leader.append_as_leader(make_batch(2, ts=1_000_000 + i, producer_id=7, producer_epoch=0,
+                                           base_sequence=2 * i), 3 if i >= 10 else 0)
+    leader.update_high_watermark(leader.log_end_offset)
+    tier.run_for(leader)
+    uploaded = b"".join(Path(s.log_path).read_bytes() for s in leader.segments[:-1])
+    leader.config = leader.config.with_values({"local_retention_bytes": 0})
+    tier.run_for(leader)
+    local_start = leader.local_log_start_offset
+    assert local_start == leader.remote.manifest.end_offset > 20
+
+    follower = PartitionLog(str(tmp_path / "f" / "t-0"), LogConfig(**TIERED), topic_id=TOPIC_ID)
+    follower.append_as_follower(make_batch(2, base_offset=0))  # a stale prefix goes too
+    RemoteLogManager(store, lambda t, p: None).attach(follower)
+    start = tier_start(follower.remote, local_start)
+    assert start is not None and start.offset == local_start
+    follower.truncate_fully_and_start_at(start.offset, start.log_start_offset, start.epochs,
+                                         start.producer_snapshot)
+    assert (follower.log_start_offset, follower.local_log_start_offset,
+            follower.log_end_offset) == (0, local_start, local_start)
+    assert follower.leader_epoch_cache.entries() == [(0, 0), (3, 20)]
+    entry = follower.producer_state.last_entry(7)
+    assert entry is not None and entry.last_seq == local_start - 1
+    assert _read_everything(follower, 0) == uploaded
+    # no segment holds the offset before a local start the bucket does not reach yet
+    assert tier_start(follower.remote, local_start + 10) is None
+
+
+def test_truncation_below_the_local_start_of_a_tiered_log(tmp_path, store):
+    plog, tier = _uploaded(tmp_path, store, 40)
+    original = _raw(plog)
+    plog.config = plog.config.with_values({"local_retention_bytes": 0})
+    tier.run_for(plog)
+    target = plog.local_log_start_offset - 6
+    assert plog.truncate_to(target)
+    assert (plog.log_start_offset, plog.local_log_start_offset, plog.log_end_offset,
+            plog.high_watermark) == (0, target, target, target)
+    assert plog.leader_epoch_cache.entries() == [(0, 0)]
+    # the bucket serves what is below the truncation point, nothing past it
+    below = _read_everything(plog, 0)
+    assert original.startswith(below)
+    assert [b.base_offset for b in decode_batches(below)] == list(range(0, target, 3))
+    assert plog.append_as_leader(make_batch(3), 1).first_offset == target
 
 
 def test_total_retention_deletes_remote_segments_and_moves_log_start(tmp_path, store):

@@ -3,7 +3,8 @@
 A segment object becomes visible only when a manifest lists it, so an upload that died
 half-way (or one by a fenced leader) is never read: its objects are orphans under names no
 manifest mentions. The manifest is one small JSON object replaced whole (``RemoteStore.
-put_atomic``), so a reader sees the old list or the new one.
+put_atomic``), so a reader sees the old list or the new one, and only if it still holds
+what the writer read (``conditional.replace_if``).
 
 Invariants: segments are sorted by base offset and each one's ``end_offset`` is greater than
 the previous one's (consecutive leaders may cut segments differently, so a segment may start
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field, replace
 
 from .store import RemoteStorageError, RemoteStore
 
-__all__ = ["PartitionManifest", "RemoteSegment", "read_manifest"]
+__all__ = ["PartitionManifest", "RemoteSegment", "parse_manifest", "read_manifest"]
 
 _VERSION = 1
 
@@ -118,7 +119,11 @@ class PartitionManifest:
 def read_manifest(store: RemoteStore, path: str) -> PartitionManifest:
     """The manifest stored at ``path`` (an empty one when there is none yet); a manifest
     that cannot be parsed raises ``RemoteStorageError`` like a store that cannot be read."""
-    data = store.get_bytes(path)
+    return parse_manifest(store.get_bytes(path), path)
+
+
+def parse_manifest(data: bytes | None, path: str) -> PartitionManifest:
+    """The manifest in ``data`` read from ``path`` (None: there is none yet)."""
     try:
         return PartitionManifest() if data is None else PartitionManifest.from_bytes(data)
     except (ValueError, KeyError, TypeError) as exc:

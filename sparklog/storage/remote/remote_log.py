@@ -18,10 +18,10 @@ a broker whose store is down answers fetches quickly instead of waiting on every
 
 Uploads (``copy_segment``) put every file under a fresh segment id, check the sizes the
 store reports, then list the segment in a new manifest. A manifest whose leader epoch is
-above the uploader's fences it: its objects are deleted and nothing is listed. Two writers
-are serialised only by the leader epoch check and the single-object replace; a fenced
-leader that has not yet learned of its successor can race one manifest write with it (the
-leader epoch bump reaches it within a metadata round), which conditional writes would close.
+above the uploader's fences it: its objects are deleted and nothing is listed. The manifest
+is replaced by compare-and-swap where the store has one (``conditional``: S3's If-Match,
+a lock on local and memory filesystems), so a fenced leader that has not yet learned of its
+successor cannot overwrite a manifest it did not read.
 """
 
 from __future__ import annotations
@@ -52,7 +52,8 @@ from ..log_info import FetchDataInfo
 from ..segment import INDEX_SUFFIX, TXN_INDEX_SUFFIX
 from ..txn_index import AbortedTxn, collect_aborted, parse_txn_index
 from .chunk_cache import ChunkCache
-from .manifest import PartitionManifest, RemoteSegment, read_manifest
+from .conditional import replace_if
+from .manifest import PartitionManifest, RemoteSegment, parse_manifest, read_manifest
 from .store import MANIFEST, RemoteStorageError, RemoteStore
 
 __all__ = ["EPOCH_SUFFIX", "RemoteLog", "index_floor", "parse_offset_index"]
@@ -105,18 +106,22 @@ class RemoteLog:
                          leader_epoch: int) -> bool:
         """Write ``new`` if the stored manifest is still ``expected`` and no newer leader
         wrote one; False (nothing written) otherwise."""
-        with self._write_lock:
-            current = self.load_manifest()
+        def decide(stored: bytes | None) -> bytes | None:
+            current = self._manifest = parse_manifest(stored, self.manifest_path)
             if current.leader_epoch > leader_epoch:
                 log.warning("%s-%d: leader epoch %d is fenced by %d in %s; not writing",
                             self.topic, self.partition, leader_epoch, current.leader_epoch,
                             self.manifest_path)
-                return False
+                return None
             if current != expected:
                 log.info("%s-%d: the remote manifest changed under this writer; retrying later",
                          self.topic, self.partition)
+                return None
+            return new.to_bytes()
+
+        with self._write_lock:
+            if not replace_if(self.store, self.manifest_path, decide):
                 return False
-            self.store.put_atomic(self.manifest_path, new.to_bytes())
             self._manifest = new
             return True
 

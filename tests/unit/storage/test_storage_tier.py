@@ -12,10 +12,13 @@ from pathlib import Path
 
 import fsspec
 import pytest
+from fsspec.implementations.local import LocalFileSystem
+from fsspec.implementations.memory import MemoryFileSystem
 
 from sparklog.protocol.errors import KafkaStorageError
 from sparklog.protocol.records import decode_batches
 from sparklog.storage import LogConfig, LogManager, PartitionLog
+from sparklog.storage.remote.conditional import replace_if
 from sparklog.storage.remote.follower import tier_start
 from sparklog.storage.remote.manager import RemoteLogManager
 from sparklog.storage.remote.store import RemoteStore, RetryPolicy
@@ -496,3 +499,31 @@ def test_a_read_committed_prefetch_reads_the_transaction_indexes_too(tmp_path):
         assert faulty.failures == 0
     finally:
         inner.rm(root, recursive=True)
+
+
+def test_manifest_writes_lose_no_concurrent_update(store):
+    """A second writer acting between a writer's read and its write: on S3 the first one's
+    If-Match PUT fails (the second's write stands); on file:// and memory:// the second
+    waits for the first and then builds on it. Either way no write is silently lost."""
+    path = f"{store.root}/cas-{uuid.uuid4().hex}/manifest.json"
+    store.makedirs(path.rsplit("/", 1)[0])
+    store.put_bytes(path, b"v0")
+    other: list[bool] = []
+    racer = threading.Thread(target=lambda: other.append(
+        replace_if(store, path, lambda stored: (stored or b"") + b"+b")))
+
+    def decide(stored):
+        racer.start()
+        racer.join(0.5)  # done on S3; waiting for our write where writes are serialised
+        return (stored or b"") + b"+a"
+
+    ours = replace_if(store, path, decide)
+    racer.join(10)
+    assert other == [True]
+    assert store.get_bytes(path) == (b"v0+a+b" if ours else b"v0+b")
+    assert ours == isinstance(store.fs, LocalFileSystem | MemoryFileSystem)
+    # a first manifest is created only if none exists meanwhile
+    fresh = f"{path}.new"
+    assert replace_if(store, fresh, lambda stored: b"first" if stored is None else None)
+    assert not replace_if(store, fresh, lambda stored: b"again" if stored is None else None)
+    assert store.get_bytes(fresh) == b"first"

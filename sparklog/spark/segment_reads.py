@@ -8,11 +8,12 @@ Driver (``BucketPlanner``): for each read it asks the brokers which of the read'
 are tiered (``remote.storage.enable``, remembered once true: Kafka never lets a topic go
 back; a topic found not tiered is asked again after a minute) and their topic ids, then reads the manifest of every partition with data to read
 (one small GET each, done together; never a listing of the bucket). Its ``route`` hook,
-given to ``planning.plan_tasks``, splits a planned range at the manifest's end offset: the
-part in uploaded segments becomes a ``BucketRange`` naming the segment objects it needs,
-the rest stays an ``OffsetRange`` read through brokers. A manifest that cannot be read
-leaves the partition to the brokers (logged): bucket reads are a shortcut, never a new way
-to fail.
+given to ``planning.plan_tasks``, turns a planned range that starts in uploaded segments
+into a ``BucketRange`` naming the segment objects it needs and where the upload ends
+(``upload_end``): its task reads that part from the bucket and the rest (the local tail)
+through brokers, so a read plans the tasks ``never`` plans (a tail of its own would cost
+a Spark task for a few records). A manifest that cannot be read leaves the partition to
+the brokers (logged): bucket reads are a shortcut, never a new way to fail.
 
 Executors (``read_planned``): a ``BucketRange`` is read segment by segment from the index
 entry at or before its start, in windows of ``kafka.max.partition.fetch.bytes`` (the next
@@ -96,14 +97,17 @@ class SegmentObjects:
 
 @dataclass(frozen=True)
 class BucketRange(OffsetRange):
-    """Offsets ``[start, end)`` of one partition, all in uploaded segments: read from the
-    bucket at ``url``. ``segments``: those holding the range, in offset order;
-    ``txn_indexes``: (path, size) of the ``.txnindex`` objects whose aborted transactions
-    apply (read_committed only)."""
+    """Offsets ``[start, end)`` of one partition whose part below ``upload_end`` is in
+    uploaded segments: that part is read from the bucket at ``url``, the rest through
+    brokers, by the same task (a planned range stays one task, as with ``never``).
+    ``segments``: those holding ``[start, upload_end)``, in offset order; ``txn_indexes``:
+    (path, size) of the ``.txnindex`` objects whose aborted transactions apply
+    (read_committed only)."""
 
     url: str = ""
     segments: tuple[SegmentObjects, ...] = ()
     txn_indexes: tuple[tuple[str, int], ...] = ()
+    upload_end: int = 0
 
 
 # ---------------------------------------------------------------------------- driver
@@ -208,7 +212,7 @@ def _manifest(store: RemoteStore, directory: str, tp: TopicPartitionKey
 
 def split_at_upload(r: OffsetRange, m: PartitionManifest, store: RemoteStore, directory: str,
            url: str, read_committed: bool) -> list[OffsetRange]:
-    """``r`` as its part in uploaded segments (a ``BucketRange``) and the rest."""
+    """``r`` as a ``BucketRange`` when it starts in uploaded segments, else as it was."""
     end = m.end_offset
     assert end is not None
     cut = min(r.end, end)
@@ -220,11 +224,8 @@ def split_at_upload(r: OffsetRange, m: PartitionManifest, store: RemoteStore, di
         later = [s for s in m.segments if s.end_offset > r.start]
         txn = tuple((store.object_path(directory, s.base_offset, s.segment_id, ".txnindex"),
                      s.files[".txnindex"]) for s in later if ".txnindex" in s.files)
-    bucket = BucketRange(r.topic, r.partition, r.start, cut, None, url,
-                         tuple(SegmentObjects.of(store, directory, s) for s in held), txn)
-    if cut == r.end:
-        return [bucket]
-    return [bucket, OffsetRange(r.topic, r.partition, cut, r.end, r.host)]
+    return [BucketRange(r.topic, r.partition, r.start, r.end, r.host, url,
+                        tuple(SegmentObjects.of(store, directory, s) for s in held), txn, cut)]
 
 
 # ---------------------------------------------------------------------------- executors
@@ -271,12 +272,14 @@ def read_planned(
 def _read_bucket_range(
     r: BucketRange, options: SourceOptions, target: pa.Schema
 ) -> Iterator[pa.RecordBatch]:
-    """Yield ``r``'s rows from the bucket; returns the part left to brokers (None: all read)."""
+    """Yield the rows of ``r``'s uploaded part from the bucket; returns the part left to
+    brokers (None: nothing)."""
     from sparklog.client.core import conf_bool
 
     store = _reader_store(r.url, tuple(sorted(options.storage_options.items())))
     read_committed = options.isolation_level == "read_committed"
-    aborted = (aborted_transactions(store, r.txn_indexes, r.start, r.end)
+    end = min(r.end, r.upload_end)
+    aborted = (aborted_transactions(store, r.txn_indexes, r.start, end)
                if read_committed else [])
     verify_crc = conf_bool(options.client_config, "check.crcs", True)
     pos = r.start
@@ -284,18 +287,18 @@ def _read_bucket_range(
         if seg.end_offset <= pos:
             continue
         try:
-            for batch in _one_ahead(_read_segment(store, seg, r, pos, options, read_committed,
-                                                  aborted, verify_crc)):
+            for batch in _one_ahead(_read_segment(store, seg, r, pos, end, options,
+                                                  read_committed, aborted, verify_crc)):
                 pos = batch.column("offset")[batch.num_rows - 1].as_py() + 1
                 yield batch if batch.schema == target else batch.cast(target)
         except (FileNotFoundError, RemoteStorageError) as exc:
             log.warning("%s cannot be read (%s): %s-%d [%d, %d) goes to the brokers",
                         seg.log_path, exc, r.topic, r.partition, pos, r.end)
-            return OffsetRange(r.topic, r.partition, pos, r.end)
-        pos = max(pos, min(seg.end_offset, r.end))
-        if pos >= r.end:
             break
-    return None
+        pos = max(pos, min(seg.end_offset, end))
+        if pos >= end:
+            break
+    return OffsetRange(r.topic, r.partition, pos, r.end, r.host) if pos < r.end else None
 
 
 def _read_segment(
@@ -303,12 +306,13 @@ def _read_segment(
     seg: SegmentObjects,
     r: BucketRange,
     start: int,
+    end: int,
     options: SourceOptions,
     read_committed: bool,
     aborted: list[tuple[int, int]],
     verify_crc: bool,
 ) -> Iterator[pa.RecordBatch]:
-    """Rows of ``seg`` with ``start`` <= offset < ``r.end``, one batch per window read."""
+    """Rows of ``seg`` with ``start`` <= offset < ``end``, one batch per window read."""
     from sparklog.client import TopicPartition
     from sparklog.client.arrow_decode import decode_fetched
     from sparklog.client.arrow_fetch import batch_sizes, record_rows
@@ -326,12 +330,12 @@ def _read_segment(
             carry = buf
             continue
         used = sum(size for _base, _next, size in complete)
-        dec = decode_fetched(memoryview(buf)[:used], start_offset=start, end_offset=r.end,
+        dec = decode_fetched(memoryview(buf)[:used], start_offset=start, end_offset=end,
                              read_committed=read_committed, aborted=aborted,
                              verify_crc=verify_crc)
         if dec.batch.num_rows:
             yield record_rows(dec.batch, (tp,), (dec.batch.num_rows,), options.include_headers)
-        if complete[-1][1] >= r.end:
+        if complete[-1][1] >= end:
             return
         carry = buf[used:]
 

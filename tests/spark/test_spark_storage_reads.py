@@ -7,6 +7,7 @@ The module's broker has a ``file://`` tier; the S3 case starts its own broker.""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import uuid
 from pathlib import Path
@@ -16,7 +17,7 @@ import pytest
 
 from sparklog.cluster.embedded import EmbeddedCluster
 from sparklog.spark.options import parse_source_options
-from sparklog.spark.planning import RangeGroup
+from sparklog.spark.planning import OffsetRange, RangeGroup
 from sparklog.spark.reader import SparklogBatchReader
 from sparklog.spark.schema import arrow_schema, source_schema
 from sparklog.spark.segment_reads import BucketRange, read_planned
@@ -82,11 +83,16 @@ def _headers_as_tuples(rows: list[tuple]) -> list[tuple]:
     return sorted(r[:-1] + (tuple((h.key, h.value) for h in r[-1]),) for r in rows)
 
 
-def _bucket_tasks(bootstrap: str, topic: str, **extra: str) -> list[BucketRange]:
-    """The bucket ranges a batch read of ``topic`` plans (the driver side, no Spark)."""
+def _tasks(bootstrap: str, topic: str, **extra: str) -> list[OffsetRange | RangeGroup]:
+    """The tasks a batch read of ``topic`` plans (the driver side, no Spark)."""
     opts = parse_source_options({"bootstrap.servers": bootstrap, "subscribe": topic,
                                  "minRecordsPerPartition": "1", **extra}, streaming=False)
-    tasks = SparklogBatchReader(opts, source_schema(True)).partitions()
+    return SparklogBatchReader(opts, source_schema(True)).partitions()
+
+
+def _bucket_tasks(bootstrap: str, topic: str, **extra: str) -> list[BucketRange]:
+    """The bucket ranges a batch read of ``topic`` plans."""
+    tasks = _tasks(bootstrap, topic, **extra)
     ranges = [r for t in tasks for r in (t.ranges if isinstance(t, RangeGroup) else (t,))]
     return [r for r in ranges if isinstance(r, BucketRange)]
 
@@ -105,6 +111,8 @@ def test_batch_reads_from_the_bucket_give_the_brokers_rows(spark, bootstrap, adm
     assert {(r.topic, r.partition) for r in planned} == {(t, 0), (t, 1)}
     assert all(r.start == 0 and r.segments for r in planned)
     assert _bucket_tasks(bootstrap, t, storageReads="never") == []
+    # the local tails are read by the bucket ranges' tasks: as many tasks as with never
+    assert len(_tasks(bootstrap, t)) == len(_tasks(bootstrap, t, storageReads="never")) == 2
 
     never = _batch(spark, bootstrap, t, "never")
     auto = _batch(spark, bootstrap, t, "auto")
@@ -182,9 +190,11 @@ def test_reads_from_moto_s3_give_the_brokers_rows(spark, moto_s3, tmp_path):
         assert len(never) == 1500
         assert _headers_as_tuples(auto) == _headers_as_tuples(never)
     # the bucket part needs no broker at all
+    assert 0 < planned.upload_end < planned.end == 1500
+    uploaded = dataclasses.replace(planned, end=planned.upload_end)
     opts = parse_source_options({"bootstrap.servers": bs, "subscribe": t, "includeHeaders":
                                  "true", **storage}, streaming=False)
     target = arrow_schema(source_schema(True))
-    got = [row for b in read_planned([planned], opts, target) for row in b.to_pylist()]
-    assert 0 < planned.end < 1500 and [r["offset"] for r in got] == list(range(planned.end))
-    assert [(r["key"], r["value"]) for r in got] == [(r[2], r[3]) for r in never[: planned.end]]
+    got = [row for b in read_planned([uploaded], opts, target) for row in b.to_pylist()]
+    assert [r["offset"] for r in got] == list(range(uploaded.end))
+    assert [(r["key"], r["value"]) for r in got] == [(r[2], r[3]) for r in never[: uploaded.end]]

@@ -23,20 +23,22 @@ def test_a_range_is_split_at_the_manifests_end(tmp_path):
     store = RemoteStore.from_url(f"file://{tmp_path}")
     m = _manifest((0, 100), (100, 250), (250, 400))
     r = OffsetRange("t", 0, 120, 500, "host-a")
-    bucket, tail = split_at_upload(r, m, store, "d", "file:///b", False)
-    assert isinstance(bucket, BucketRange) and (bucket.start, bucket.end) == (120, 400)
+    # one task reads the uploaded part from the bucket and the tail through brokers
+    (bucket,) = split_at_upload(r, m, store, "d", "file:///b", False)
+    assert isinstance(bucket, BucketRange)
+    assert (bucket.start, bucket.upload_end, bucket.end) == (120, 400, 500)
     assert [s.base_offset for s in bucket.segments] == [100, 250]
     assert bucket.segments[0].log_path.endswith("d/00000000000000000100-id100.log")
-    assert bucket.host is None and bucket.txn_indexes == ()
-    assert tail == OffsetRange("t", 0, 400, 500, "host-a")
-    # wholly uploaded: one bucket range; wholly after the upload: the range as it was
+    assert bucket.host == "host-a" and bucket.txn_indexes == ()
+    # wholly uploaded: all from the bucket; wholly after the upload: the range as it was
     (inside,) = split_at_upload(OffsetRange("t", 0, 0, 90), m, store, "d", "u", False)
     assert isinstance(inside, BucketRange) and [s.base_offset for s in inside.segments] == [0]
+    assert inside.upload_end == inside.end == 90
     after = OffsetRange("t", 0, 400, 450)
     assert split_at_upload(after, m, store, "d", "u", False) == [after]
     # read_committed: the .txnindex of every segment from the range's first one on
     m = _manifest((0, 100), (100, 250), (250, 400), txn=True)
-    (b, _tail) = split_at_upload(OffsetRange("t", 0, 120, 500), m, store, "d", "u", True)
+    (b,) = split_at_upload(OffsetRange("t", 0, 120, 500), m, store, "d", "u", True)
     assert [p.rsplit("/", 1)[1][:20] for p, _ in b.txn_indexes] == [
         f"{100:020d}", f"{250:020d}"]
 

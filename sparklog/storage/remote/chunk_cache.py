@@ -42,12 +42,11 @@ class ChunkCache:
         self.chunk_bytes = chunk_bytes
         self.max_bytes = max_bytes
         self.max_run_chunks = max(1, min(max_run_bytes, max_bytes // 4) // chunk_bytes)
-        # views of the runs' bytes: a run is split without copying it, and its buffer
-        # lives until the last of its chunks is evicted (so the memory held may pass
-        # ``max_bytes`` by less than one run)
-        self._chunks: OrderedDict[tuple[str, int], memoryview] = OrderedDict()
+        # each chunk its own bytes (a run is split by copying: a view would keep the whole
+        # run alive for as long as any one of its chunks, past ``max_bytes``)
+        self._chunks: OrderedDict[tuple[str, int], bytes] = OrderedDict()
         # chunk -> (the fetch of the run holding it, the run's first chunk index)
-        self._inflight: dict[tuple[str, int], tuple[Future[list[memoryview]], int]] = {}
+        self._inflight: dict[tuple[str, int], tuple[Future[list[bytes]], int]] = {}
         self._bytes = 0
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=fetch_threads,
@@ -82,7 +81,7 @@ class ChunkCache:
             self._start(path, object_size, range(first, last + 1))
         parts = []
         for i in range(first, last + 1):
-            chunk = self._chunk(path, object_size, i)
+            chunk = memoryview(self._chunk(path, object_size, i))
             lo = position - i * cb if i == first else 0
             hi = position + size - i * cb if i == last else cb
             parts.append(chunk if lo == 0 and hi >= len(chunk) else chunk[lo:hi])
@@ -116,7 +115,7 @@ class ChunkCache:
                 for i in run:
                     self._inflight[(path, i)] = (fut, run.start)
 
-    def _chunk(self, path: str, object_size: int, index: int) -> memoryview:
+    def _chunk(self, path: str, object_size: int, index: int) -> bytes:
         key = (path, index)
         with self._lock:
             data = self._chunks.get(key)
@@ -131,7 +130,7 @@ class ChunkCache:
             return fut.result()[index - run_start]
         return self._load(path, object_size, range(index, index + 1))[0]
 
-    def _load(self, path: str, object_size: int, run: range) -> list[memoryview]:
+    def _load(self, path: str, object_size: int, run: range) -> list[bytes]:
         """Fetch the chunks of ``run`` with one request and keep them."""
         cb = self.chunk_bytes
         start = run.start * cb
@@ -143,8 +142,8 @@ class ChunkCache:
                 for key in keys:
                     self._inflight.pop(key, None)
             raise
-        view = memoryview(data)
-        chunks = [view[o:o + cb] for o in range(0, len(run) * cb, cb)]
+        chunks = ([data] if len(run) == 1
+                  else [data[o:o + cb] for o in range(0, len(run) * cb, cb)])
         with self._lock:  # no moment where a chunk is neither in flight nor here
             self.requests += 1
             for key, chunk in zip(keys, chunks, strict=False):

@@ -295,7 +295,7 @@ class RemoteLog:
                                           index_size)
             if read_committed:
                 self.aborted_transactions(offset, seg.end_offset)
-        except RemoteStorageError as exc:
+        except (RemoteStorageError, FileNotFoundError) as exc:  # the read that follows says
             log.debug("prefetch of %s-%d at %d failed: %s", self.topic, self.partition, offset,
                       exc)
 

@@ -28,6 +28,7 @@ import os
 import threading
 from collections.abc import Callable, Iterator
 
+from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 from fsspec.implementations.memory import MemoryFileSystem
 
@@ -57,7 +58,7 @@ def replace_if(store: RemoteStore, path: str, decide: Decide) -> bool:
 
 
 @contextlib.contextmanager
-def _exclusive(fs: object, path: str) -> Iterator[None]:
+def _exclusive(fs: AbstractFileSystem, path: str) -> Iterator[None]:
     if isinstance(fs, MemoryFileSystem):
         with _MEMORY_LOCK:
             yield
@@ -72,7 +73,7 @@ def _exclusive(fs: object, path: str) -> Iterator[None]:
         yield
 
 
-def _is_s3(fs: object) -> bool:
+def _is_s3(fs: AbstractFileSystem) -> bool:
     try:
         from s3fs import S3FileSystem
     except ImportError:

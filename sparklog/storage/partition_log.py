@@ -473,13 +473,6 @@ class PartitionLog:
             self._notify()
         return hw
 
-    def maybe_increment_high_watermark(self, offset: int) -> bool:
-        with self._lock:
-            if offset <= self._hw:
-                return False
-        self.update_high_watermark(offset)
-        return True
-
     # ================================================================== epochs / truncation
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """OffsetsForLeaderEpoch answer: (largest epoch <= ``epoch``, its end offset)."""

@@ -23,7 +23,7 @@ def test_defaults_match_spark_kafka_connector():
     assert o.starting is None and o.ending is None
     assert o.fail_on_data_loss is True and o.include_headers is False
     assert o.max_trigger_delay_ms == 15 * 60 * 1000
-    assert o.isolation_level == "read_uncommitted"
+    assert o.isolation_level == "read_committed"  # librdkafka's default (issue 15)
     assert o.poll_timeout_ms == 120_000 and o.fetch_offset_num_retries == 3
     assert o.client_conf() == {"bootstrap.servers": "127.0.0.1:9092"}
     assert o.fetch_bytes == 4 * 2**20  # per executor Fetch; see options.READ_FETCH_BYTES

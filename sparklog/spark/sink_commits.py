@@ -64,6 +64,7 @@ __all__ = [
     "commit_batch",
     "end_write",
     "read_record",
+    "write_record",
 ]
 
 COMMITS_TOPIC = "__sparklog_sink_commits"
@@ -152,7 +153,7 @@ def read_record(options: SinkOptions, query_id: str) -> CommitRecord | None:
         consumer.close()
 
 
-def _write_record(options: SinkOptions, query_id: str, record: CommitRecord) -> None:
+def write_record(options: SinkOptions, query_id: str, record: CommitRecord) -> None:
     producer = Producer({"bootstrap.servers": options.bootstrap_servers, "acks": "all",
                          "enable.idempotence": "true", "linger.ms": "0"})
     try:
@@ -204,7 +205,7 @@ def commit_batch(options: SinkOptions, messages: Sequence[WriterCommitMessage | 
             rows = 0
         else:
             record = CommitRecord(batch_id, tuple(_prepared(stats)))
-            _write_record(options, query_id, record)
+            write_record(options, query_id, record)
             _complete(admin, record.txns, commit=True)
             rows = sum(s.rows for s in stats)
         abort_orphans(admin, prefix)

@@ -10,8 +10,9 @@ Transactional ids (unique per task attempt, across driver restarts too)::
     streams:      sparklog-<queryId>-<batchId>-<runId[:8]>-<partitionId>-<taskAttemptId>
     batch writes: sparklog-write-<uuid4 of the write>-<partitionId>-<taskAttemptId>
 
-``queryId``, ``runId`` and ``batchId`` are the local properties Spark sets on a micro-batch's
-tasks (``sql.streaming.queryId``, ``sql.streaming.runId``, ``streaming.sql.batchId``). The
+``queryId`` and ``batchId`` are local properties Spark sets on a micro-batch's tasks
+(``sql.streaming.queryId``, ``streaming.sql.batchId``); the run id reaches them as the job
+group (``spark.jobGroup.id``: StreamExecution runs its jobs in a group named by it). The
 run id is there because a restarted query replays the same batch ids and Spark counts task
 attempt ids from 0 again in a new driver: without it a replayed task would reuse, and by
 initialising it abort, a transaction of the crashed run that the driver had already recorded
@@ -56,7 +57,7 @@ __all__ = [
 
 # Spark's local properties of a micro-batch's jobs (StreamExecution / MicroBatchExecution)
 QUERY_ID_PROPERTY = "sql.streaming.queryId"
-RUN_ID_PROPERTY = "sql.streaming.runId"
+RUN_ID_PROPERTY = "spark.jobGroup.id"
 BATCH_ID_PROPERTY = "streaming.sql.batchId"
 
 # Kafka API keys the exactly-once path needs: InitProducerId v6 (KIP-939), EndTxn,

@@ -21,22 +21,29 @@ from tests.helpers.servers import REPO
 from tests.helpers.spark import eos_copy_query, produce, source
 
 
-def _committed_batches(ckpt: str) -> int:
-    commits = Path(ckpt) / "commits"
-    return len([p for p in commits.iterdir() if p.name.isdigit()]) if commits.is_dir() else 0
+def _batches(ckpt: str, log: str = "commits") -> int:
+    """How many batches the checkpoint's ``log`` (commits: done; offsets: started) has."""
+    d = Path(ckpt) / log
+    return len([p for p in d.iterdir() if p.name.isdigit()]) if d.is_dir() else 0
+
+
+def _in_flight(ckpt: str, done: int) -> bool:
+    """At least ``done`` batches committed and a later one started, not committed."""
+    committed = _batches(ckpt)
+    return committed >= done and _batches(ckpt, "offsets") > committed
 
 
 def _run_child_until(args: list[str], ckpt: str, batches: int) -> None:
-    """Run the child driver until the checkpoint has ``batches`` committed batches, then
-    SIGKILL its process group (driver JVM, Python workers)."""
+    """Run the child driver until the checkpoint has ``batches`` committed batches and the
+    next one is in flight, then SIGKILL its process group (driver JVM, Python workers)."""
     child = subprocess.Popen(
         [sys.executable, "-m", "tests.spark.spark_sink_eos_child", *args],
         cwd=str(REPO), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
     try:
-        wait_for(lambda: _committed_batches(ckpt) >= batches, 80,
-                 what=f"{batches} committed batches in the child", interval=0.1)
+        wait_for(lambda: _in_flight(ckpt, batches), 80,
+                 what=f"{batches} committed batches in the child", interval=0.05)
     finally:
         os.killpg(child.pid, signal.SIGKILL)
         child.wait(30)
@@ -61,9 +68,8 @@ def test_stream_copy_exactly_once_through_two_driver_kills_and_a_failed_task(
     produce(bootstrap, src, values)
     ckpt, marker = str(tmp_path / "ckpt"), str(tmp_path / "failed-once")
     args = [bootstrap, src, out, ckpt, marker]
-    _run_child_until(args, ckpt, 2)
-    first = _committed_batches(ckpt)
-    _run_child_until(args, ckpt, first + 2)
+    _run_child_until(args, ckpt, 1)
+    _run_child_until(args, ckpt, _batches(ckpt) + 1)
     assert os.path.exists(marker)  # the deliberate failure happened (and was retried)
     q = eos_copy_query(spark, bootstrap, src, out, ckpt, marker, available_now=True,
                        max_offsets=1000)
@@ -140,12 +146,21 @@ def test_read_committed_source_skips_an_aborted_transaction(spark, bootstrap, to
     everything = source(spark, bootstrap, stream=False, subscribe=t,
                         **{"isolation.level": "read_uncommitted"}).count()
     assert everything == 6
-    # a stream's checkpointed offsets go past the markers exactly: a restart adds nothing
+    # a stream stops at the last stable offset (an open transaction's first), and its
+    # checkpointed offsets resume past the markers exactly once that transaction commits
+    p.begin_transaction()
+    p.produce(t, b"late")
+    p.flush(30)
     out, ckpt = str(tmp_path / "out"), str(tmp_path / "ckpt")
-    for _ in range(2):
+
+    def run() -> list[str]:
         q = (source(spark, bootstrap, subscribe=t, startingOffsets="earliest")
              .selectExpr("CAST(value AS STRING) AS v").writeStream.format("parquet")
              .option("path", out).option("checkpointLocation", ckpt)
              .trigger(availableNow=True).start())
         assert q.awaitTermination(60) and q.exception() is None
-    assert sorted(r.v for r in spark.read.parquet(out).collect()) == ["c1", "c2", "c3"]
+        return sorted(r.v for r in spark.read.parquet(out).collect())
+
+    assert run() == ["c1", "c2", "c3"]
+    p.commit_transaction(30)
+    assert run() == ["c1", "c2", "c3", "late"]

@@ -21,7 +21,13 @@ from sparklog.spark.sink_commits import (
     read_record,
     write_record,
 )
-from sparklog.spark.sink_txn import PreparedTxn, WriteStats, query_prefix, transactional_conf
+from sparklog.spark.sink_txn import (
+    PreparedTxn,
+    WriteStats,
+    query_prefix,
+    resolve_exactly_once,
+    transactional_conf,
+)
 from tests.helpers.kafka_clients import ck_read_to_end
 
 
@@ -119,3 +125,7 @@ def test_batch_write_commit_and_abort(bootstrap, topic_factory, admin):
     end_write(options, [_prepare(options, prefix, "0-4", topic, [b"w2"])], commit=True)
     assert _values(bootstrap, topic) == [b"w", b"w2"]
     assert _open_txns(admin, prefix) == []
+
+
+def test_brokers_allowing_two_phase_commit_make_the_sink_exactly_once(bootstrap):
+    assert resolve_exactly_once(parse_sink_options({"bootstrap.servers": bootstrap})) is True

@@ -215,6 +215,17 @@ def test_sink_options():
         parse_sink_options({**BOOT, "kafka.acks": "most"})
 
 
+def test_sink_exactly_once_option():
+    assert parse_sink_options(BOOT).exactly_once is None  # decided by what the brokers serve
+    assert parse_sink_options({**BOOT, "exactlyOnce": "true"}).exactly_once is True
+    assert parse_sink_options({**BOOT, "exactlyonce": "FALSE"}).exactly_once is False
+    with pytest.raises(OptionError, match="'exactlyOnce'"):
+        parse_sink_options({**BOOT, "exactlyOnce": "yes"})
+    with pytest.raises(OptionError, match="its own transactional id"):
+        parse_sink_options({**BOOT, "kafka.transactional.id": "t"})
+    with pytest.raises(OptionError, match="did you mean 'exactlyOnce'"):
+        parse_sink_options({**BOOT, "exactlyOnc": "true"})
+
 def test_datasource_validates_at_creation():
     # Spark passes a case-insensitive dict; a plain dict of lower-case keys is equivalent.
     with pytest.raises(OptionError, match="maxOffsetsPerTrigger"):

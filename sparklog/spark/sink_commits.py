@@ -20,9 +20,12 @@ Protocol of a micro-batch ``N`` of query ``Q`` (``commit(messages, N)``):
    that crashed before recording), or a replay's duplicate. Spark replays an interrupted
    batch first thing after a restart, so that replay's commit is also the restart's scan.
 
-``abort(messages, N)`` aborts the messages' transactions unless the record says batch ``N``
-was decided (Spark calls abort when commit raised, possibly after the record was written):
-then it rolls the record forward as step 1 does. Either way it aborts orphans too.
+``abort(messages, N)`` rolls batch ``N`` forward as step 1 does when its record says it was
+decided (Spark calls abort when commit raised, possibly after the record was written).
+Otherwise it first records ``N`` as aborted, then aborts the messages' transactions: a
+commit record whose write failed ambiguously (not acknowledged, yet in the log) and becomes
+readable later is then followed by the abort record, so a replay never rolls forward
+transactions that were aborted. Either way it aborts orphans too.
 
 Where the record lives: the compacted topic ``__sparklog_sink_commits`` (one partition,
 keyed by query id, so compaction keeps each query's latest record), not the checkpoint
@@ -79,20 +82,25 @@ TIMEOUT_MS = 60_000
 
 @dataclass(frozen=True)
 class CommitRecord:
-    """The commit decision of one micro-batch: its prepared transactions."""
+    """The decision on one micro-batch: commit (or abort) its prepared transactions."""
 
     batch_id: int
     txns: tuple[PreparedTxn, ...]
+    committed: bool = True
 
     def encode(self) -> bytes:
-        return json.dumps({"batch": self.batch_id, "txns": [
+        return json.dumps({"batch": self.batch_id, "committed": self.committed, "txns": [
             [t.transactional_id, t.producer_id, t.producer_epoch] for t in self.txns]}).encode()
 
     @classmethod
     def decode(cls, value: bytes) -> CommitRecord:
         d = json.loads(value)
         return cls(int(d["batch"]), tuple(PreparedTxn(str(i), int(p), int(e))
-                                          for i, p, e in d["txns"]))
+                                          for i, p, e in d["txns"]), bool(d["committed"]))
+
+    def commits(self, batch_id: int) -> bool:
+        """Whether this record decided to commit ``batch_id``."""
+        return self.committed and self.batch_id == batch_id
 
 
 def _stats(messages: Sequence[WriterCommitMessage | None]) -> list[WriteStats]:
@@ -197,7 +205,7 @@ def commit_batch(options: SinkOptions, messages: Sequence[WriterCommitMessage | 
     with _admin(options) as admin:
         _ensure_topic(admin)
         record = read_record(options, query_id)
-        if record is not None and record.batch_id == batch_id:
+        if record is not None and record.commits(batch_id):
             log.warning("sparklog sink: batch %d of query %s was already decided: completing "
                         "its %d recorded transaction(s), aborting the replay's", batch_id,
                         query_id, len(record.txns))
@@ -219,13 +227,16 @@ def abort_batch(options: SinkOptions, messages: Sequence[WriterCommitMessage | N
     prefix = _prefix(stats)
     if prefix is None:
         return
+    query_id = _query_id(prefix)
     with _admin(options) as admin:
-        record = (read_record(options, _query_id(prefix))
-                  if COMMITS_TOPIC in admin.list_topics() else None)
-        if record is not None and record.batch_id == batch_id:
+        _ensure_topic(admin)
+        record = read_record(options, query_id)
+        if record is not None and record.commits(batch_id):
             _complete(admin, record.txns, commit=True)
         else:
-            _complete(admin, _prepared(stats), commit=False)
+            prepared = tuple(_prepared(stats))
+            write_record(options, query_id, CommitRecord(batch_id, prepared, committed=False))
+            _complete(admin, prepared, commit=False)
         abort_orphans(admin, prefix)
 
 

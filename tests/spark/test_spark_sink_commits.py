@@ -101,6 +101,20 @@ def test_abort_after_the_record_commits_instead(bootstrap, topic_factory, admin)
     assert _open_txns(admin, prefix) == []
 
 
+def test_a_commit_record_readable_only_after_the_abort_is_not_rolled_forward(
+        bootstrap, topic_factory, admin):
+    topic, options, query, prefix = _setup(bootstrap, topic_factory)
+    msgs = [_prepare(options, prefix, "4-run1-0-0", topic, [b"aborted"])]
+    abort_batch(options, msgs, 4)  # no record yet: records the abort, aborts
+    # the commit record whose write had failed ambiguously turns up late, before the abort's
+    write_record(options, query, CommitRecord(4, tuple(m.prepared for m in msgs)))
+    write_record(options, query, CommitRecord(4, tuple(m.prepared for m in msgs), False))
+    replay = [_prepare(options, prefix, "4-run2-0-0", topic, [b"replayed"])]
+    commit_batch(options, replay, 4)
+    assert _values(bootstrap, topic) == [b"replayed"]
+    assert read_record(options, query).commits(4)
+    assert _open_txns(admin, prefix) == []
+
 def test_abort_of_an_unrecorded_batch_and_orphans(bootstrap, topic_factory, admin):
     topic, options, query, prefix = _setup(bootstrap, topic_factory)
     commit_batch(options, [_prepare(options, prefix, "0-run1-0-0", topic, [b"zero"])], 0)

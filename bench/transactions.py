@@ -8,7 +8,8 @@
    over the summed micro-batch durations (no query start-up). Rounds alternate which mode
    goes first; the last round counts.
 2. confluent-kafka (librdkafka): a transactional producer committing every 100 ms against a
-   non-transactional (idempotent) one, each producing the same records as fast as it can.
+   non-transactional (idempotent) one, each producing the same records as fast as it can,
+   in alternating rounds (the last counts).
 
 The broker runs in its own process (``sparklog server``, two-phase commit allowed).
 Target: exactly-once sink >= 0.8x the at-least-once sink's rows/s.
@@ -129,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
             NewTopic("src", num_partitions=args.partitions),
             *(NewTopic(f"out-{m}-{r}", num_partitions=args.partitions)
               for m in modes for r in range(args.rounds)),
-            NewTopic("ck-txn", 2), NewTopic("ck-plain", 2),
+            *(NewTopic(f"ck-{m}-{r}", 2) for m in modes for r in range(args.rounds)),
         ])
         rng = np.random.default_rng(1)
         producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": "5"})
@@ -165,8 +166,13 @@ def main(argv: list[str] | None = None) -> int:
               f"(busy {eos_busy / alo_busy:.2f}x; target >= 0.8x)")
 
         ck_n = args.ck_records
-        plain = ck_run(bootstrap, "ck-plain", ck_n, transactional=False)
-        txn = ck_run(bootstrap, "ck-txn", ck_n, transactional=True)
+        secs: dict[bool, float] = {}
+        for rnd in range(args.rounds):  # alternating, the last round counts
+            for txnl in modes[rnd % 2:] + modes[: rnd % 2]:
+                secs[txnl] = ck_run(bootstrap, f"ck-{txnl}-{rnd}", ck_n, txnl)
+                print(f"  round {rnd + 1}/{args.rounds} confluent-kafka transactional="
+                      f"{str(txnl).lower():<5} {ck_n / secs[txnl]:>10,.0f} rec/s", flush=True)
+        plain, txn = secs[False], secs[True]
         print(f"confluent-kafka non-transactional  {ck_n / plain:>10,.0f} rec/s")
         print(f"confluent-kafka commit every 100 ms {ck_n / txn:>10,.0f} rec/s")
         print(f"ratio transactional / non-transactional: {plain / txn:.2f}x")

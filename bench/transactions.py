@@ -32,21 +32,19 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 import numpy as np  # noqa: E402
 from _net import free_port, wait_listening  # noqa: E402
-from spark_source import KEY_BYTES, VALUE_BYTES, fixed_binary, spark_session  # noqa: E402
+from spark_source import (  # noqa: E402
+    KEY_BYTES,
+    VALUE_BYTES,
+    fixed_binary,
+    spark_session,
+    sparklog_stream,
+)
 
 
 def sink_run(spark, bootstrap: str, src: str, out: str, ckpt: str, per_batch: int,  # noqa: ANN001
              exactly_once: bool) -> tuple[int, float, float]:
     """(rows, wall seconds, busy seconds) of one topic -> topic copy."""
-    df = (
-        spark.readStream.format("sparklog")
-        .option("bootstrap.servers", bootstrap)
-        .option("subscribe", src)
-        .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", str(per_batch))
-        .load()
-        .select("key", "value")
-    )
+    df = sparklog_stream(spark, bootstrap, src, per_batch).select("key", "value")
     t0 = time.monotonic()
     q = (
         df.writeStream.format("sparklog")

@@ -1,7 +1,7 @@
 """The driver's side of the exactly-once sink: record, then complete, each batch's
 prepared transactions; abort orphans.
 
-Protocol of a micro-batch ``N`` of query ``Q`` (``commit(messages, N)``):
+Protocol of a micro-batch ``N`` of query ``Q`` (``commit(messages, N)``, ``end_batch``):
 
 1. Read the latest commit record of ``Q``. If it is for batch ``N``, this is a replay of a
    batch whose commit decision was already taken (the driver died during or after the
@@ -62,9 +62,8 @@ log = logging.getLogger(__name__)
 __all__ = [
     "COMMITS_TOPIC",
     "CommitRecord",
-    "abort_batch",
     "abort_orphans",
-    "commit_batch",
+    "end_batch",
     "end_write",
     "read_record",
     "write_record",
@@ -194,9 +193,10 @@ def abort_orphans(admin: AdminClient, prefix: str) -> list[str]:
     return open_ids
 
 
-def commit_batch(options: SinkOptions, messages: Sequence[WriterCommitMessage | None],
-                 batch_id: int) -> int:
-    """A micro-batch's commit (see the module doc); returns the rows it made visible."""
+def end_batch(options: SinkOptions, messages: Sequence[WriterCommitMessage | None],
+              batch_id: int, commit: bool) -> int:
+    """A micro-batch's commit (``commit``) or abort, as the module doc describes: a batch
+    already decided "commit" is rolled forward either way. Returns the rows made visible."""
     stats = _stats(messages)
     prefix = _prefix(stats)
     if prefix is None:
@@ -212,32 +212,12 @@ def commit_batch(options: SinkOptions, messages: Sequence[WriterCommitMessage | 
             _complete(admin, record.txns, commit=True)
             rows = 0
         else:
-            record = CommitRecord(batch_id, tuple(_prepared(stats)))
+            record = CommitRecord(batch_id, tuple(_prepared(stats)), committed=commit)
             write_record(options, query_id, record)
-            _complete(admin, record.txns, commit=True)
-            rows = sum(s.rows for s in stats)
+            _complete(admin, record.txns, commit)
+            rows = sum(s.rows for s in stats) if commit else 0
         abort_orphans(admin, prefix)
     return rows
-
-
-def abort_batch(options: SinkOptions, messages: Sequence[WriterCommitMessage | None],
-                batch_id: int) -> None:
-    """A micro-batch's abort: roll a recorded decision forward, else abort (module doc)."""
-    stats = _stats(messages)
-    prefix = _prefix(stats)
-    if prefix is None:
-        return
-    query_id = _query_id(prefix)
-    with _admin(options) as admin:
-        _ensure_topic(admin)
-        record = read_record(options, query_id)
-        if record is not None and record.commits(batch_id):
-            _complete(admin, record.txns, commit=True)
-        else:
-            prepared = tuple(_prepared(stats))
-            write_record(options, query_id, CommitRecord(batch_id, prepared, committed=False))
-            _complete(admin, prepared, commit=False)
-        abort_orphans(admin, prefix)
 
 
 def end_write(options: SinkOptions, messages: Sequence[WriterCommitMessage | None],

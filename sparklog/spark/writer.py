@@ -39,7 +39,7 @@ from pyspark.sql.types import (
 from sparklog.protocol.errors import SparklogError
 from sparklog.spark.client_cache import ClientCache
 from sparklog.spark.options import OptionError, SinkOptions
-from sparklog.spark.sink_commits import abort_batch, commit_batch, end_write
+from sparklog.spark.sink_commits import end_batch, end_write
 from sparklog.spark.sink_txn import WriteStats, write_transaction
 
 if TYPE_CHECKING:
@@ -250,9 +250,9 @@ class SparklogStreamWriter(DataSourceStreamArrowWriter):
     # commit and abort go by the messages (a task's prepared transaction or not), not by
     # ``exactly_once``: Spark makes a new writer for them, after the tasks' one
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        rows = commit_batch(self.options, messages, batchId)
+        rows = end_batch(self.options, messages, batchId, commit=True)
         log.info("sparklog micro-batch %d committed: %d rows", batchId, rows or _rows(messages))
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        abort_batch(self.options, messages, batchId)
+        end_batch(self.options, messages, batchId, commit=False)
         log.warning("sparklog micro-batch %d aborted (%d rows)", batchId, _rows(messages))

@@ -108,3 +108,16 @@ def eos_copy_query(spark: SparkSession, bootstrap: str, in_topic: str, out_topic
     )
     w = w.trigger(availableNow=True) if available_now else w.trigger(processingTime="0 seconds")
     return w.start()
+
+
+def report_until_killed(q: StreamingQuery) -> None:
+    """A child driver's main loop: print each finished batch id until the parent SIGKILLs
+    the process group."""
+    import time
+
+    print("started", flush=True)
+    while True:
+        time.sleep(0.5)
+        p = q.lastProgress
+        if p is not None:
+            print("batch", p["batchId"], flush=True)

@@ -9,17 +9,11 @@ IN_TOPIC OUT_TOPIC CHECKPOINT_DIR MARKER
 """
 
 import sys
-import time
 
-from tests.helpers.spark import eos_copy_query, make_spark_session
+from tests.helpers.spark import eos_copy_query, make_spark_session, report_until_killed
 
 bootstrap, in_topic, out_topic, ckpt, marker = sys.argv[1:6]
 spark = make_spark_session("sparklog-eos-child", master="local[2,2]")
 spark.sparkContext.setLogLevel("ERROR")
 q = eos_copy_query(spark, bootstrap, in_topic, out_topic, ckpt, marker)
-print("started", flush=True)
-while True:  # the parent SIGKILLs the whole process group
-    time.sleep(0.5)
-    p = q.lastProgress
-    if p is not None:
-        print("batch", p["batchId"], flush=True)
+report_until_killed(q)

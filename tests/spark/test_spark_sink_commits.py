@@ -15,8 +15,7 @@ from sparklog.client import AdminClient, Producer
 from sparklog.spark.options import parse_sink_options
 from sparklog.spark.sink_commits import (
     CommitRecord,
-    abort_batch,
-    commit_batch,
+    end_batch,
     end_write,
     read_record,
     write_record,
@@ -67,13 +66,13 @@ def test_commit_records_then_commits_and_a_replay_is_not_written_twice(
     topic, options, query, prefix = _setup(bootstrap, topic_factory)
     first = [_prepare(options, prefix, f"3-run1-{i}-{i}", topic, [b"a%d" % i, b"b%d" % i])
              for i in range(2)]
-    assert commit_batch(options, first, 3) == 4
+    assert end_batch(options, first, 3, commit=True) == 4
     record = read_record(options, query)
     assert record == CommitRecord(3, tuple(m.prepared for m in first))
     # the driver died after the commit, before Spark logged it: batch 3 is replayed
     replay = [_prepare(options, prefix, f"3-run2-{i}-{i}", topic, [b"a%d" % i, b"b%d" % i])
               for i in range(2)]
-    commit_batch(options, replay, 3)
+    end_batch(options, replay, 3, commit=True)
     assert _values(bootstrap, topic) == sorted([b"a0", b"b0", b"a1", b"b1"])
     assert _open_txns(admin, prefix) == []
 
@@ -87,7 +86,7 @@ def test_record_written_but_not_completed_is_rolled_forward_by_the_replay(
     write_record(options, query, CommitRecord(7, tuple(m.prepared for m in decided)))
     replay = [_prepare(options, prefix, f"7-run2-{i}-{i}", topic, [b"x%d" % i])
               for i in range(3)]
-    commit_batch(options, replay, 7)
+    end_batch(options, replay, 7, commit=True)
     assert _values(bootstrap, topic) == [b"x0", b"x1", b"x2"]
     assert _open_txns(admin, prefix) == []
 
@@ -96,7 +95,8 @@ def test_abort_after_the_record_commits_instead(bootstrap, topic_factory, admin)
     topic, options, query, prefix = _setup(bootstrap, topic_factory)
     msgs = [_prepare(options, prefix, "2-run1-0-0", topic, [b"kept"])]
     write_record(options, query, CommitRecord(2, tuple(m.prepared for m in msgs)))
-    abort_batch(options, msgs, 2)  # Spark aborts when commit raised after the record
+    # Spark aborts when commit raised after the record was written
+    end_batch(options, msgs, 2, commit=False)
     assert _values(bootstrap, topic) == [b"kept"]
     assert _open_txns(admin, prefix) == []
 
@@ -105,27 +105,29 @@ def test_a_commit_record_readable_only_after_the_abort_is_not_rolled_forward(
         bootstrap, topic_factory, admin):
     topic, options, query, prefix = _setup(bootstrap, topic_factory)
     msgs = [_prepare(options, prefix, "4-run1-0-0", topic, [b"aborted"])]
-    abort_batch(options, msgs, 4)  # no record yet: records the abort, aborts
+    end_batch(options, msgs, 4, commit=False)  # no record yet: records the abort, aborts
     # the commit record whose write had failed ambiguously turns up late, before the abort's
     write_record(options, query, CommitRecord(4, tuple(m.prepared for m in msgs)))
     write_record(options, query, CommitRecord(4, tuple(m.prepared for m in msgs), False))
     replay = [_prepare(options, prefix, "4-run2-0-0", topic, [b"replayed"])]
-    commit_batch(options, replay, 4)
+    end_batch(options, replay, 4, commit=True)
     assert _values(bootstrap, topic) == [b"replayed"]
     assert read_record(options, query).commits(4)
     assert _open_txns(admin, prefix) == []
 
 def test_abort_of_an_unrecorded_batch_and_orphans(bootstrap, topic_factory, admin):
     topic, options, query, prefix = _setup(bootstrap, topic_factory)
-    commit_batch(options, [_prepare(options, prefix, "0-run1-0-0", topic, [b"zero"])], 0)
+    zero = [_prepare(options, prefix, "0-run1-0-0", topic, [b"zero"])]
+    end_batch(options, zero, 0, commit=True)
     # a superseded attempt of batch 1, and a crashed run's unrecorded batch 1
     _prepare(options, prefix, "1-run1-0-5", topic, [b"orphan"])
     _prepare(options, prefix, "1-run0-0-1", topic, [b"orphan"])
     msgs = [_prepare(options, prefix, "1-run1-0-6", topic, [b"aborted"])]
     assert len(_open_txns(admin, prefix)) == 3
-    abort_batch(options, msgs, 1)
+    end_batch(options, msgs, 1, commit=False)
     assert _open_txns(admin, prefix) == []
-    commit_batch(options, [_prepare(options, prefix, "1-run1-0-7", topic, [b"one"])], 1)
+    one = [_prepare(options, prefix, "1-run1-0-7", topic, [b"one"])]
+    end_batch(options, one, 1, commit=True)
     assert _values(bootstrap, topic) == [b"one", b"zero"]
     assert read_record(options, query) is not None and read_record(options, query).batch_id == 1
 

@@ -42,7 +42,7 @@ def _run_child_until(args: list[str], ckpt: str, batches: int) -> None:
         start_new_session=True,
     )
     try:
-        wait_for(lambda: _in_flight(ckpt, batches), 80,
+        wait_for(lambda: _in_flight(ckpt, batches), 150,
                  what=f"{batches} committed batches in the child", interval=0.05)
     finally:
         os.killpg(child.pid, signal.SIGKILL)

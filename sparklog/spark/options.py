@@ -4,10 +4,11 @@ The names are Spark's Kafka connector's (so ``format("kafka")`` can become
 ``format("sparklog")`` with the same options), plus a few of our own (``groupId``,
 ``maxBytesPerTrigger``, ``minRecordsPerPartition``: small topic-partitions grouped into
 tasks of at least that many offsets, see ``planning``; ``storageReads`` with ``storage.url``
-and ``storage.options.<key>``: tiered topics read from the bucket, see ``segment_reads``). Everything is checked when the data source is created rather than
-when the first micro-batch runs, and every error names the option and says what to write
-instead: a streaming query that fails an hour in because of a typo is the worst kind of
-failure.
+and ``storage.options.<key>``: tiered topics read from the bucket, see ``segment_reads``;
+``exactlyOnce``: the sink's transactions, see ``sink_txn``). Everything is checked when the
+data source is created rather than when the first micro-batch runs, and every error names
+the option and says what to write instead: a streaming query that fails an hour in because
+of a typo is the worst kind of failure.
 
 Spark hands the options over in a case-insensitive map (keys lower-cased), so lookups here go
 through lower-cased keys and messages use the documented spelling.

@@ -188,8 +188,9 @@ def resolve_exactly_once(options: SinkOptions) -> bool:
         enabled = False
         if apis:
             node = admin.describe_cluster().brokers[0].node_id
-            entry = admin.describe_configs(str(node), "broker", keys=[_TWO_PHASE_CONFIG])
-            enabled = str(entry[_TWO_PHASE_CONFIG].value).lower() == "true"
+            entry = admin.describe_configs(str(node), "broker",
+                                           keys=[_TWO_PHASE_CONFIG]).get(_TWO_PHASE_CONFIG)
+            enabled = entry is not None and str(entry.value).lower() == "true"
     if apis and enabled:
         return True
     why = ("the brokers do not serve Kafka transactions with two-phase commit (KIP-939)"

@@ -7,7 +7,7 @@ then nothing the task wrote is visible to a read_committed reader.
 
 Transactional ids (unique per task attempt, across driver restarts too)::
 
-    streams:      sparklog-<queryId>-<batchId>-<runId[:8]>-<partitionId>-<taskAttemptId>
+    streams:      sparklog-<queryId>-<batchId>-<runId>-<partitionId>-<taskAttemptId>
     batch writes: sparklog-write-<uuid4 of the write>-<partitionId>-<taskAttemptId>
 
 ``queryId`` and ``batchId`` are local properties Spark sets on a micro-batch's tasks
@@ -121,7 +121,7 @@ def task_transactional_id(write_id: str | None) -> tuple[str, str]:
             ".option('exactlyOnce', 'false')."
         )
     prefix = query_prefix(query_id)
-    return f"{prefix}{batch_id}-{run_id[:8]}-{task}", prefix
+    return f"{prefix}{batch_id}-{run_id}-{task}", prefix
 
 
 def transactional_conf(options: SinkOptions, transactional_id: str) -> dict[str, str]:

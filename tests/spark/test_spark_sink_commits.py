@@ -145,3 +145,16 @@ def test_batch_write_commit_and_abort(bootstrap, topic_factory, admin):
 
 def test_brokers_allowing_two_phase_commit_make_the_sink_exactly_once(bootstrap):
     assert resolve_exactly_once(parse_sink_options({"bootstrap.servers": bootstrap})) is True
+
+
+def test_a_recoverer_that_died_after_its_takeover_is_finished_by_the_next(
+        bootstrap, topic_factory, admin):
+    topic, options, _, prefix = _setup(bootstrap, topic_factory)
+    msg = _prepare(options, prefix, "5-run1-0-0", topic, [b"once"])
+    assert msg.prepared is not None
+    dead = Producer(transactional_conf(options, msg.prepared.transactional_id))
+    dead.init_transactions(keep_prepared_txn=True)  # took the transaction over, then died
+    dead.close(0)
+    end_batch(options, [msg], 5, commit=True)
+    assert _values(bootstrap, topic) == [b"once"]
+    assert _open_txns(admin, prefix) == []

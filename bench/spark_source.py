@@ -82,6 +82,19 @@ def spark_session(driver_memory: str, java_options: str = ""):  # noqa: ANN201
     return spark
 
 
+def sparklog_stream(spark, bootstrap: str, topic: str, per_batch: int):  # noqa: ANN001, ANN201
+    """``topic`` from the start through the sparklog source, ``per_batch`` rows per
+    micro-batch."""
+    return (
+        spark.readStream.format("sparklog")
+        .option("bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", str(per_batch))
+        .load()
+    )
+
+
 def run_query(df, ckpt: str, *, available_now: bool = True, stop_after_rows: int | None = None):  # noqa: ANN001
     """(rows, wall seconds, batches, busy seconds) of ``df`` into the noop sink."""
     w = df.writeStream.format("noop").option("checkpointLocation", ckpt)
@@ -209,14 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         spark.range(1000).selectExpr("id % 7 AS k").groupBy("k").count().collect()
 
         def sparklog_df():  # noqa: ANN202
-            return (
-                spark.readStream.format("sparklog")
-                .option("bootstrap.servers", bootstrap)
-                .option("subscribe", "bench")
-                .option("startingOffsets", "earliest")
-                .option("maxOffsetsPerTrigger", str(per_batch))
-                .load()
-            )
+            return sparklog_stream(spark, bootstrap, "bench", per_batch)
 
         files_per_batch = max(1, per_batch // chunk)
         schema = (
@@ -370,15 +376,8 @@ def partitions_sweep(bootstrap: str, counts: list[int], args: argparse.Namespace
     spark.range(1000).selectExpr("id % 7 AS k").groupBy("k").count().collect()
 
     def read(topic: str, ckpt: str) -> tuple[int, float, int, float]:
-        df = (
-            spark.readStream.format("sparklog")
-            .option("bootstrap.servers", bootstrap)
-            .option("subscribe", topic)
-            .option("startingOffsets", "earliest")
-            .option("maxOffsetsPerTrigger", str(per_batch))
-            .load()
-        )
-        return run_query(df, os.path.join(work, ckpt))
+        return run_query(sparklog_stream(spark, bootstrap, topic, per_batch),
+                         os.path.join(work, ckpt))
 
     read(f"sweep-{counts[0]}", "c-warm")  # JVM code paths and Python workers
     rates = {}

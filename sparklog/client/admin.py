@@ -7,8 +7,10 @@ as the typed exceptions of ``sparklog.protocol.errors``.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Coroutine
+import time
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -18,6 +20,7 @@ from sparklog.client.group_rpc import commit_offsets, fetch_committed, find_coor
 from sparklog.client.list_offsets import EARLIEST, LATEST, MAX_TIMESTAMP, list_offsets
 from sparklog.client.metadata import BrokerMetadata, TopicMetadata
 from sparklog.client.sync_client import SyncClient
+from sparklog.client.transactions import PreparedTxnState, recover_prepared
 from sparklog.protocol.errors import ErrorCode, KafkaError, error_for_code
 from sparklog.protocol.messages.admin import (
     RESOURCE_BROKER,
@@ -543,6 +546,34 @@ class AdminClient(SyncClient):
                         d.producer_epoch, d.transaction_timeout_ms, d.transaction_start_time_ms,
                         [TopicPartition(t.topic, p) for t in d.topics for p in t.partitions]))
             return out
+
+        return self._call(go())
+
+    def recover_prepared_transactions(
+            self, recorded: Mapping[str, PreparedTxnState | None],
+            timeout_ms: int = 60000) -> dict[str, bool]:
+        """KIP-939 recovery of two-phase-commit transactions, all ids at once: each id is
+        taken over (its old producer fenced) and its open transaction committed when
+        ``recorded`` names it, else aborted (None: always abort, Kafka's
+        forceTerminateTransaction). Answers which ids committed (see
+        ``transactions.recover_prepared``)."""
+        deadline = time.monotonic() + timeout_ms / 1000
+
+        async def go() -> dict[str, bool]:
+            ids = list(recorded)
+            done = await asyncio.gather(*(recover_prepared(self._client, i, recorded[i],
+                                                           deadline) for i in ids))
+            return dict(zip(ids, done, strict=True))
+
+        return self._call(go(), timeout_ms)
+
+    def supports(self, api_key: int, min_version: int = 0) -> bool:
+        """Whether the broker answering serves ``api_key`` at ``min_version`` or above
+        (its ApiVersions answer)."""
+        async def go() -> bool:
+            conn = await self._client.any_connection()
+            theirs = conn.api_versions.get(api_key)
+            return theirs is not None and theirs[1] >= min_version
 
         return self._call(go())
 

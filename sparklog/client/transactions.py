@@ -43,7 +43,7 @@ from sparklog.protocol.messages.transactions import (
 )
 from sparklog.protocol.topic_partition import TopicPartition
 
-__all__ = ["PreparedTxnState", "TransactionManager", "TransactionStateError"]
+__all__ = ["PreparedTxnState", "TransactionManager", "TransactionStateError", "recover_prepared"]
 
 # answers that mean "try again shortly" (the coordinator is busy, loading or moved)
 _RETRY = frozenset({ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
@@ -228,3 +228,25 @@ class TransactionManager:
         await self.end(commit, deadline)
         return commit
 
+
+
+async def recover_prepared(client: AsyncClient, transactional_id: str,
+                           recorded: PreparedTxnState | None, deadline: float) -> bool:
+    """Take ``transactional_id`` over (KIP-939's InitProducerId with keep_prepared_txn, which
+    fences its old producer) and end the transaction it left open: commit it when
+    ``recorded`` names it, else (``recorded`` None, or another transaction) abort it. True
+    when it committed; False too when nothing was open (already completed).
+
+    A transaction names ``recorded`` when the same producer id wrote it at the recorded
+    epoch or a later one: a takeover whose EndTxn never happened (its recoverer died too)
+    leaves the transaction open under its bumped epoch, and the next takeover reports that.
+    """
+    txn = TransactionManager(client, transactional_id, 0x7FFFFFFF, two_phase_commit=True)
+    await txn.init(deadline, keep_prepared=True)
+    ongoing = txn.ongoing
+    if ongoing is None:
+        return False
+    commit = (recorded is not None and ongoing.producer_id == recorded.producer_id
+              and ongoing.producer_epoch >= recorded.producer_epoch)
+    await txn.end(commit, deadline)
+    return commit

@@ -4,10 +4,11 @@ The names are Spark's Kafka connector's (so ``format("kafka")`` can become
 ``format("sparklog")`` with the same options), plus a few of our own (``groupId``,
 ``maxBytesPerTrigger``, ``minRecordsPerPartition``: small topic-partitions grouped into
 tasks of at least that many offsets, see ``planning``; ``storageReads`` with ``storage.url``
-and ``storage.options.<key>``: tiered topics read from the bucket, see ``segment_reads``). Everything is checked when the data source is created rather than
-when the first micro-batch runs, and every error names the option and says what to write
-instead: a streaming query that fails an hour in because of a typo is the worst kind of
-failure.
+and ``storage.options.<key>``: tiered topics read from the bucket, see ``segment_reads``;
+``exactlyOnce``: the sink's transactions, see ``sink_txn``). Everything is checked when the
+data source is created rather than when the first micro-batch runs, and every error names
+the option and says what to write instead: a streaming query that fails an hour in because
+of a typo is the worst kind of failure.
 
 Spark hands the options over in a case-insensitive map (keys lower-cased), so lookups here go
 through lower-cased keys and messages use the documented spelling.
@@ -79,7 +80,8 @@ SOURCE_OPTIONS = (
 )
 # 'storage.options.<key>' options go to the bucket's fsspec filesystem as <key>
 STORAGE_OPTIONS_PREFIX = "storage.options."
-SINK_OPTIONS = ("topic", "includeHeaders", "bootstrap.servers", "kafka.bootstrap.servers")
+SINK_OPTIONS = ("topic", "includeHeaders", "exactlyOnce", "bootstrap.servers",
+                "kafka.bootstrap.servers")
 _KNOWN = {name.lower(): name for name in SOURCE_OPTIONS + SINK_OPTIONS}
 
 # Options Spark itself passes to sources/sinks (writeStream options, save(path) ...).
@@ -105,7 +107,8 @@ _FORBIDDEN_PRODUCER = {
     "kafka.key.serializer": "write a binary or string 'key' column instead",
     "kafka.value.serializer": "write a binary or string 'value' column instead",
     "kafka.transactional.id": (
-        "transactions are not supported by the sparklog sink yet (writes are at-least-once)"
+        "the sink gives each write task its own transactional id (option 'exactlyOnce'); "
+        "remove it"
     ),
 }
 
@@ -197,7 +200,7 @@ class SourceOptions:
     min_records_per_partition: int = MIN_RECORDS_PER_PARTITION
     fail_on_data_loss: bool = True
     include_headers: bool = False
-    isolation_level: Literal["read_uncommitted", "read_committed"] = "read_uncommitted"
+    isolation_level: Literal["read_uncommitted", "read_committed"] = "read_committed"
     group_id: str | None = None
     poll_timeout_ms: int = 120_000
     fetch_offset_num_retries: int = 3
@@ -224,6 +227,8 @@ class SinkOptions:
     topic: str | None
     include_headers: bool
     producer_config: dict[str, str]
+    # 'exactlyOnce': None (not set) = when the brokers serve two-phase-commit transactions
+    exactly_once: bool | None = None
 
     def client_conf(self) -> dict[str, str]:
         conf = {"acks": "all", "enable.idempotence": "true"}
@@ -343,6 +348,7 @@ def check_common_options(options: Mapping[str, str]) -> None:
     # value-level checks of every option that is present, whatever the role
     _bool(opts, "failOnDataLoss", True)
     _bool(opts, "includeHeaders", False)
+    _bool(opts, "exactlyOnce", True)
     for name in (
         "maxOffsetsPerTrigger",
         "minOffsetsPerTrigger",
@@ -390,7 +396,7 @@ def _isolation(opts: dict[str, str]) -> Literal["read_uncommitted", "read_commit
             f"conflicts with 'kafka.isolation.level' = {prefixed!r}",
             "set only one of the two",
         )
-    raw = (plain or prefixed or "read_uncommitted").strip().lower()
+    raw = (plain or prefixed or "read_committed").strip().lower()
     if raw not in ("read_uncommitted", "read_committed"):
         raise _err(
             "isolation.level", raw, "unknown level", "use 'read_uncommitted' or 'read_committed'"
@@ -692,4 +698,5 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         topic=topic.strip() if topic else None,
         include_headers=_bool(opts, "includeHeaders", False),
         producer_config=producer,
+        exactly_once=_bool(opts, "exactlyOnce", True) if "exactlyonce" in opts else None,
     )

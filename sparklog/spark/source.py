@@ -25,6 +25,7 @@ from sparklog.spark.options import (
 )
 from sparklog.spark.reader import SparklogBatchReader, stream_reader
 from sparklog.spark.schema import source_schema
+from sparklog.spark.sink_txn import resolve_exactly_once
 from sparklog.spark.writer import SparklogBatchWriter, SparklogStreamWriter, check_sink_schema
 
 __all__ = ["SparklogDataSource"]
@@ -67,7 +68,7 @@ class SparklogDataSource(DataSource):
             raise OptionError("A sparklog topic cannot be overwritten. Fix: use .mode('append').")
         options = parse_sink_options(self.options)
         check_sink_schema(schema, options)
-        return SparklogBatchWriter(options)
+        return SparklogBatchWriter(options, resolve_exactly_once(options))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         # overwrite=True is Spark's Complete output mode: like Spark's Kafka sink, every
@@ -75,4 +76,4 @@ class SparklogDataSource(DataSource):
         del overwrite
         options = parse_sink_options(self.options)
         check_sink_schema(schema, options)
-        return SparklogStreamWriter(options)  # type: ignore[return-value]
+        return SparklogStreamWriter(options, resolve_exactly_once(options))  # type: ignore[return-value]

@@ -3,17 +3,22 @@
 Rows arrive as Arrow batches and leave through ``Producer.produce_arrow``: a whole column of
 values per call, grouped by target topic, never one Python call per row.
 
-Semantics are at-least-once: each task produces and flushes its rows before reporting
-success, so a retried task or a replayed micro-batch can write rows twice. The driver-side
-``commit``/``abort`` (per micro-batch for streams) is where exactly-once will go: one
-transaction per batch id spanning all tasks, committed there and aborted in ``abort``.
+Exactly-once (option ``exactlyOnce``, on by default when the brokers serve two-phase-commit
+transactions): each task writes in a transaction of its own and prepares it
+(``sink_txn``); the driver's ``commit`` records the batch's transactions and commits them,
+``abort`` aborts them, and both abort orphans (``sink_commits``). A read_committed reader
+sees each micro-batch once, whatever was retried, replayed or killed.
+
+At-least-once (``exactlyOnce=false``, or brokers without it): each task produces with the
+idempotent producer of its Python worker and flushes before reporting success, so a retried
+task or a replayed micro-batch can write rows twice.
 """
 
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -34,6 +39,8 @@ from pyspark.sql.types import (
 from sparklog.protocol.errors import SparklogError
 from sparklog.spark.client_cache import ClientCache
 from sparklog.spark.options import OptionError, SinkOptions
+from sparklog.spark.sink_commits import end_batch, end_write
+from sparklog.spark.sink_txn import WriteStats, write_transaction
 
 if TYPE_CHECKING:
     from sparklog.client import Producer
@@ -45,12 +52,6 @@ __all__ = ["SparklogBatchWriter", "SparklogStreamWriter", "check_sink_schema", "
 
 class WriteError(SparklogError):
     """Rows could not be written (delivery failed, or a row has no target topic)."""
-
-
-@dataclass
-class WriteStats(WriterCommitMessage):
-    rows: int = 0
-    per_topic: dict[str, int] = field(default_factory=dict)
 
 
 def check_sink_schema(schema: StructType, options: SinkOptions) -> None:
@@ -137,9 +138,15 @@ SINK_BUFFER_BYTES = 8 * 2**20
 
 
 def write_batches(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> WriteStats:
+    """At-least-once: produce every row of ``batches`` with the worker's idempotent
+    producer; returns once all are acknowledged."""
+    return produce_all(_PRODUCERS.get(options.client_conf()), options, batches)
+
+
+def produce_all(producer: Producer, options: SinkOptions,
+                batches: Iterator[pa.RecordBatch]) -> WriteStats:
     """Produce every row of ``batches`` (in order, ``SINK_BUFFER_BYTES`` at a time);
     returns once all are acknowledged."""
-    producer = _PRODUCERS.get(options.client_conf())
     stats = WriteStats()
     pending: list[pa.RecordBatch] = []
     size = 0
@@ -198,41 +205,54 @@ def _produce(
         stats.per_topic[topic] = stats.per_topic.get(topic, 0) + len(vals)
 
 
-class SparklogBatchWriter(DataSourceArrowWriter):
-    """``df.write.format("sparklog")`` (append only)."""
+def _rows(messages: list[WriterCommitMessage | None]) -> int:
+    return sum(m.rows for m in messages if isinstance(m, WriteStats))
 
-    def __init__(self, options: SinkOptions) -> None:
+
+class SparklogBatchWriter(DataSourceArrowWriter):
+    """``df.write.format("sparklog")`` (append only); ``exactly_once``: one prepared
+    transaction per task, all committed by the driver's ``commit``."""
+
+    def __init__(self, options: SinkOptions, exactly_once: bool) -> None:
         self.options = options
+        # names this write's transactional ids (the object is pickled to every task)
+        self.write_id = uuid.uuid4().hex if exactly_once else None
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteStats:
-        return write_batches(self.options, iterator)
+        if self.write_id is None:
+            return write_batches(self.options, iterator)
+        return write_transaction(self.options, iterator, self.write_id, produce_all)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        rows = sum(m.rows for m in messages if isinstance(m, WriteStats))
-        log.info("sparklog write committed: %d rows", rows)
+        end_write(self.options, messages, commit=True)
+        log.info("sparklog write committed: %d rows", _rows(messages))
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        rows = sum(m.rows for m in messages if isinstance(m, WriteStats))
-        log.warning("sparklog write aborted; %d rows were already produced (at-least-once)", rows)
+        end_write(self.options, messages, commit=False)
+        if self.write_id is None:
+            log.warning("sparklog write aborted; %d rows were already produced "
+                        "(at-least-once)", _rows(messages))
 
 
 class SparklogStreamWriter(DataSourceStreamArrowWriter):
-    """``writeStream.format("sparklog")``: at-least-once per micro-batch (see module doc)."""
+    """``writeStream.format("sparklog")``: exactly-once per micro-batch when
+    ``exactly_once``, else at-least-once (see the module doc)."""
 
-    def __init__(self, options: SinkOptions) -> None:
+    def __init__(self, options: SinkOptions, exactly_once: bool) -> None:
         self.options = options
+        self.exactly_once = exactly_once
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteStats:
-        return write_batches(self.options, iterator)
+        if not self.exactly_once:
+            return write_batches(self.options, iterator)
+        return write_transaction(self.options, iterator, None, produce_all)
 
+    # commit and abort go by the messages (a task's prepared transaction or not), not by
+    # ``exactly_once``: Spark makes a new writer for them, after the tasks' one
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        rows = sum(m.rows for m in messages if isinstance(m, WriteStats))
-        log.info("sparklog micro-batch %d committed: %d rows", batchId, rows)
+        rows = end_batch(self.options, messages, batchId, commit=True)
+        log.info("sparklog micro-batch %d committed: %d rows", batchId, rows or _rows(messages))
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        rows = sum(m.rows for m in messages if isinstance(m, WriteStats))
-        log.warning(
-            "sparklog micro-batch %d aborted; %d rows were already produced (at-least-once)",
-            batchId,
-            rows,
-        )
+        end_batch(self.options, messages, batchId, commit=False)
+        log.warning("sparklog micro-batch %d aborted (%d rows)", batchId, _rows(messages))

@@ -101,6 +101,37 @@ def ck_consume(bs: str, topic: str, partitions: int, n: int, start: int = 0,
         c.close()
 
 
+def ck_read_to_end(bs: str, topic: str, partitions: int,
+                   isolation: str = READ_COMMITTED) -> list[Msg]:
+    """Everything confluent-kafka reads of ``topic`` up to the end of each partition (its
+    last stable offset under read_committed, which an open transaction holds back: the
+    read then waits until the deadline and fails)."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bs, "group.id": f"ck-end-{topic}",
+                  "enable.auto.commit": False, "fetch.queue.backoff.ms": 1,
+                  "enable.partition.eof": True, "isolation.level": isolation})
+    out: list[Msg] = []
+    at_end: set[int] = set()
+    deadline = time.monotonic() + DEADLINE_S
+    try:
+        c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        while len(at_end) < partitions:
+            assert time.monotonic() < deadline, f"{topic}: no end reached on {at_end}"
+            for m in c.consume(10000, 0.5):
+                if m.error() and m.error().code() == KafkaError._PARTITION_EOF:
+                    at_end.add(m.partition())
+                elif m.error():
+                    raise AssertionError(m.error())
+                else:
+                    at_end.discard(m.partition())
+                    out.append(Msg(m.partition(), m.key(), m.value(), m.timestamp()[1],
+                                   tuple((k, v) for k, v in (m.headers() or [])), m.offset()))
+        return out
+    finally:
+        c.close()
+
+
 # -- kafka-python ---------------------------------------------------------------------------
 
 def kp_produce(bs: str, topic: str, msgs: list[Msg], **conf: Any) -> None:

@@ -11,13 +11,16 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
 
 
-def make_spark_session(app: str = "sparklog-tests") -> SparkSession:
+def make_spark_session(app: str = "sparklog-tests", master: str = "local[2]") -> SparkSession:
+    """``master`` "local[2,2]" gives each task a second attempt (local mode's default is
+    none)."""
     from pyspark.sql import SparkSession
 
     return (
-        SparkSession.builder.master("local[2]")
+        SparkSession.builder.master(master)
         .appName(app)
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
@@ -72,3 +75,49 @@ def source(spark: SparkSession, bootstrap: str, *, stream: bool = True,
     for k, v in options.items():
         r = r.option(k, str(v))
     return r.load()
+
+
+def eos_copy_query(spark: SparkSession, bootstrap: str, in_topic: str, out_topic: str,
+                   ckpt: str, marker: str, *, available_now: bool = False,
+                   max_offsets: int = 20) -> StreamingQuery:
+    """The exactly-once copy ``in_topic`` -> ``out_topic`` of the sink test (and its child
+    process): the sparklog source and sink, keys and values as they are, through a Python
+    UDF that fails partition 0's first task attempt once, the first time (``marker``, a
+    file, says it did)."""
+    import os
+
+    from pyspark import TaskContext
+    from pyspark.sql.functions import col, udf
+
+    def fail_once(v: bytes) -> bytes:
+        ctx = TaskContext.get()
+        if (ctx is not None and ctx.partitionId() == 0 and ctx.attemptNumber() == 0
+                and not os.path.exists(marker)):
+            open(marker, "w").close()
+            raise RuntimeError("deliberate failure of a first task attempt")
+        return v
+
+    df = source(spark, bootstrap, subscribe=in_topic, startingOffsets="earliest",
+                maxOffsetsPerTrigger=max_offsets)
+    w = (
+        df.select(col("key"), udf(fail_once, "binary")(col("value")).alias("value"))
+        .writeStream.format("sparklog")
+        .option("bootstrap.servers", bootstrap)
+        .option("topic", out_topic)
+        .option("checkpointLocation", ckpt)
+    )
+    w = w.trigger(availableNow=True) if available_now else w.trigger(processingTime="0 seconds")
+    return w.start()
+
+
+def report_until_killed(q: StreamingQuery) -> None:
+    """A child driver's main loop: print each finished batch id until the parent SIGKILLs
+    the process group."""
+    import time
+
+    print("started", flush=True)
+    while True:
+        time.sleep(0.5)
+        p = q.lastProgress
+        if p is not None:
+            print("batch", p["batchId"], flush=True)

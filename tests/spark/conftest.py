@@ -41,6 +41,8 @@ def broker_config() -> dict[str, str]:
         "group.initial.rebalance.delay.ms": "0",
         "offsets.topic.num.partitions": "4",
         "num.partitions": "1",
+        # the sink is exactly-once by default only where two-phase commit is allowed
+        "transaction.two.phase.commit.enable": "true",
     }
 
 

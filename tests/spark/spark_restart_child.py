@@ -5,9 +5,8 @@ OUTPUT_DIR CHECKPOINT_DIR
 """
 
 import sys
-import time
 
-from tests.helpers.spark import make_spark_session
+from tests.helpers.spark import make_spark_session, report_until_killed
 
 bootstrap, topic, out_dir, ckpt = sys.argv[1:5]
 spark = make_spark_session("sparklog-kill-child")
@@ -28,9 +27,4 @@ q = (
     .trigger(processingTime="0 seconds")
     .start()
 )
-print("started", flush=True)
-while True:  # the parent SIGKILLs the whole process group
-    time.sleep(0.5)
-    p = q.lastProgress
-    if p is not None:
-        print("batch", p["batchId"], flush=True)
+report_until_killed(q)

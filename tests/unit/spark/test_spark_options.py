@@ -23,7 +23,7 @@ def test_defaults_match_spark_kafka_connector():
     assert o.starting is None and o.ending is None
     assert o.fail_on_data_loss is True and o.include_headers is False
     assert o.max_trigger_delay_ms == 15 * 60 * 1000
-    assert o.isolation_level == "read_uncommitted"
+    assert o.isolation_level == "read_committed"  # librdkafka's default (issue 15)
     assert o.poll_timeout_ms == 120_000 and o.fetch_offset_num_retries == 3
     assert o.client_conf() == {"bootstrap.servers": "127.0.0.1:9092"}
     assert o.fetch_bytes == 4 * 2**20  # per executor Fetch; see options.READ_FETCH_BYTES
@@ -214,6 +214,17 @@ def test_sink_options():
     with pytest.raises(OptionError, match="'kafka.acks'"):
         parse_sink_options({**BOOT, "kafka.acks": "most"})
 
+
+def test_sink_exactly_once_option():
+    assert parse_sink_options(BOOT).exactly_once is None  # decided by what the brokers serve
+    assert parse_sink_options({**BOOT, "exactlyOnce": "true"}).exactly_once is True
+    assert parse_sink_options({**BOOT, "exactlyonce": "FALSE"}).exactly_once is False
+    with pytest.raises(OptionError, match="'exactlyOnce'"):
+        parse_sink_options({**BOOT, "exactlyOnce": "yes"})
+    with pytest.raises(OptionError, match="its own transactional id"):
+        parse_sink_options({**BOOT, "kafka.transactional.id": "t"})
+    with pytest.raises(OptionError, match="did you mean 'exactlyOnce'"):
+        parse_sink_options({**BOOT, "exactlyOnc": "true"})
 
 def test_datasource_validates_at_creation():
     # Spark passes a case-insensitive dict; a plain dict of lower-case keys is equivalent.

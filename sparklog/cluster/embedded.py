@@ -6,6 +6,11 @@ real broker on ``c.bootstrap_servers`` that any Kafka client can use, and ``stop
 down gracefully (the same path as SIGTERM on ``sparklog server``), so a later cluster on
 the same directory recovers exactly what was acknowledged. Like the server, it holds the
 directory's lock while it runs: a second cluster or server on it fails to start.
+
+Unlike a plain ``sparklog server`` (Kafka's defaults), the embedded broker allows two-phase
+commit (``transaction.two.phase.commit.enable=true``, KIP-939) unless ``config`` says
+otherwise: it exists to back Spark queries, and the sink is exactly-once only on brokers
+that allow it (at-least-once with a warning elsewhere).
 """
 
 from __future__ import annotations
@@ -31,7 +36,8 @@ class EmbeddedCluster(BackgroundCluster):
         self.data_dir = os.fspath(data_dir)
         self.host = host
         self.port = port
-        props = {"log.dirs": self.data_dir, "listeners": f"PLAINTEXT://{host}:{port}"}
+        props = {"log.dirs": self.data_dir, "listeners": f"PLAINTEXT://{host}:{port}",
+                 "transaction.two.phase.commit.enable": "true"}
         props.update(config or {})
         self.config = BrokerConfig(props)
         self.broker: Broker | None = None

@@ -32,6 +32,7 @@ __all__ = [
     "BrokerConnection",
     "EventLoopThread",
     "parse_host_port",
+    "retry_delay_s",
     "send_request",
 ]
 
@@ -416,6 +417,12 @@ class EventLoopThread:
             self._thread.join(timeout)
 
 
+def retry_delay_s(attempt: int, backoff_ms: int) -> float:
+    """Seconds to wait before retry number ``attempt`` (1, 2, ...): ``retry.backoff.ms``
+    doubling per attempt up to one second (Kafka's ``retry.backoff.max.ms`` default)."""
+    return min(backoff_ms * (2 ** min(attempt - 1, 6)), 1000) / 1000
+
+
 async def with_retries(
     op: Callable[[], Awaitable[T]], *, retries: int, backoff_ms: int, deadline: float,
     on_retry: Callable[[BaseException], Awaitable[None]] | None = None,
@@ -430,7 +437,7 @@ async def with_retries(
         except (KafkaError, KafkaConnectionError, KafkaTimeoutError) as e:
             retriable = getattr(e, "retriable", False)
             attempt += 1
-            delay = min(backoff_ms * (2 ** min(attempt - 1, 6)), 1000) / 1000
+            delay = retry_delay_s(attempt, backoff_ms)
             if not retriable or attempt > retries or loop.time() + delay >= deadline:
                 raise
             log.debug("retrying after %s (attempt %d)", e, attempt)

@@ -359,7 +359,9 @@ class Consumer(SyncClient):
         by_leader: dict[int, list[TopicPartition]] = {}
         for tp in tps:
             try:
-                leader = await self._client.leader_id(tp)
+                # fresh: a fetch error invalidated the cache, so a dead leader is not
+                # asked again without a metadata refresh
+                leader = await self._client.leader_id(tp, fresh=True)
             except KafkaError as e:  # skipped this round; the next poll asks again
                 log.debug("no leader for %s: %s", tp, e)
                 continue

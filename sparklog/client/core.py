@@ -258,14 +258,24 @@ class AsyncClient:
         names = None if topics is None else sorted(set(topics))
         auto = self.config.allow_auto_create_topics if allow_auto_create is None \
             else allow_auto_create
+        req_topics = None if names is None else [
+            MetadataRequest.MetadataRequestTopic(name=n) for n in names]
+        req = MetadataRequest(topics=req_topics, allow_auto_topic_creation=auto)
+        deadline = time.monotonic() + self.config.request_timeout_ms / 1000
         async with self._metadata_lock:
-            conn = await self.any_connection()
-            v = self.pick_version(conn, 3)
-            req_topics = None if names is None else [
-                MetadataRequest.MetadataRequestTopic(name=n) for n in names]
-            req = MetadataRequest(topics=req_topics, allow_auto_topic_creation=auto)
-            resp = await self.send(conn, req, version=v)
-            return self.metadata.update(resp, full=names is None)
+            while True:
+                conn = await self.any_connection()
+                try:
+                    resp = await self.send(conn, req, version=self.pick_version(conn, 3))
+                except (KafkaConnectionError, KafkaTimeoutError):
+                    # that broker died under the request (which closed its connection, so
+                    # any_connection picks another): ask the next one, as a Kafka client
+                    # asks its next least loaded node, until request.timeout.ms
+                    if time.monotonic() >= deadline:
+                        raise
+                    await asyncio.sleep(self.config.retry_backoff_ms / 1000)
+                    continue
+                return self.metadata.update(resp, full=names is None)
 
     async def topic_metadata(self, topic: str, *, max_wait_ms: int | None = None,
                              auto_create: bool | None = None) -> TopicMetadata:

@@ -31,7 +31,9 @@ async def list_offsets(client: AsyncClient, specs: dict[TopicPartition, int],
     while todo:
         by_leader: dict[int, list[TopicPartition]] = {}
         for tp in todo:
-            by_leader.setdefault(await client.leader_id(tp), []).append(tp)
+            # fresh: after ``invalidate`` below, the cached leader (maybe the dead one) is
+            # not trusted again without asking the cluster
+            by_leader.setdefault(await client.leader_id(tp, fresh=True), []).append(tp)
         retry: dict[TopicPartition, int] = {}
         last_err: Exception | None = None
         for leader, tps in by_leader.items():

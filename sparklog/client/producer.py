@@ -36,7 +36,7 @@ import numpy as np
 import pyarrow as pa
 
 from sparklog.client.connection import KafkaConnectionError, KafkaTimeoutError
-from sparklog.client.core import conf_bool, conf_int
+from sparklog.client.core import STALE_METADATA, conf_bool, conf_int
 from sparklog.client.delivery import DeliveryError, RecordMetadata
 from sparklog.client.partitioner import Partitioner
 from sparklog.client.producer_batch import BatchFormat, PartitionQueue, ProducerBatch
@@ -122,6 +122,7 @@ class Producer(SyncClient):
         self.producer_epoch = -1
         self._wake: asyncio.Event | None = None
         self._sender: concurrent.futures.Future | None = None
+        self._metadata_task: asyncio.Task | None = None  # the one refresh under way
         self._in_flight: dict[int, int] = {}
         self._txn = None if not txn_id else TransactionManager(
             self._client, str(txn_id), conf_int(conf, "transaction.timeout.ms", 60000),
@@ -471,6 +472,10 @@ class Producer(SyncClient):
                     continue
                 if self.idempotent and q.in_flight and q.ready[0].attempts:
                     continue  # a retry waits for its partition's requests to settle
+                if q.ready[0].retry_at > now:  # a retry waits out its backoff
+                    w = q.ready[0].retry_at - now
+                    next_wake = w if next_wake is None else min(next_wake, w)
+                    continue
                 if leader is None:
                     need_metadata = True
                     continue
@@ -492,16 +497,22 @@ class Producer(SyncClient):
                         q.in_flight += 1
                         chosen.append(b)
                         size += b.size
-                        if q.ready and not (self.idempotent and q.ready[0].attempts):
+                        if q.ready and not (self.idempotent and q.ready[0].attempts) \
+                                and q.ready[0].retry_at <= now:
                             rest.append(q.ready[0])
                     requests.append((node, chosen))
                     self._in_flight[node] = self._in_flight.get(node, 0) + 1
                     slots -= 1
                     heads = rest
         if need_metadata:
-            asyncio.ensure_future(self._refresh_metadata())
+            self._request_metadata()
             next_wake = min(next_wake or 1.0, self._client.config.retry_backoff_ms / 1000)
         return requests, next_wake
+
+    def _request_metadata(self) -> None:
+        """Refresh the metadata on the loop unless a refresh is already under way."""
+        if self._metadata_task is None or self._metadata_task.done():
+            self._metadata_task = asyncio.ensure_future(self._refresh_metadata())
 
     async def _refresh_metadata(self) -> None:
         try:
@@ -552,7 +563,9 @@ class Producer(SyncClient):
                 resp = await self._client.send(conn, req, expect_response=self.acks != 0,
                                                timeout_ms=self.request_timeout_ms + 5000)
             except (KafkaConnectionError, KafkaTimeoutError, KafkaError, OSError) as e:
+                # the leader may be gone: where are its partitions now? (asked once)
                 self._client.invalidate()
+                self._request_metadata()
                 for b in batches:
                     self._retry_or_fail(b, e)
                 return
@@ -590,7 +603,7 @@ class Producer(SyncClient):
             code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and self.idempotent
         expired = (time.monotonic() - b.created) * 1000 >= self.delivery_timeout_ms
         if retriable and b.attempts < self.retries and not expired and not self._closed:
-            b.attempts += 1
+            b.back_off(self._client.config.retry_backoff_ms)
             if code is not None and code in _STALE:
                 self._client.invalidate()
             log.debug("retrying batch for %s (attempt %d): %s", b.tp, b.attempts, err)
@@ -603,7 +616,7 @@ class Producer(SyncClient):
                     items = [b] + list(q.ready)
                 q.ready = deque(items)
             if code is not None and code in _STALE:
-                asyncio.ensure_future(self._refresh_metadata())
+                self._request_metadata()
             return
         self._complete(b, -1, -1, err)
 
@@ -642,8 +655,6 @@ class Producer(SyncClient):
             if self._queued_bytes < 0:
                 self._queued_bytes = 0
             self._done_cv.notify_all()
-
-    # ------------------------------------------------------------------ metadata helpers
 
     # ------------------------------------------------------------------ transactions
 
@@ -723,11 +734,8 @@ class Producer(SyncClient):
         return list(range(self._partition_count(topic)))
 
 
-_STALE = frozenset({
-    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-    ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.FENCED_LEADER_EPOCH,
-    ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.NOT_ENOUGH_REPLICAS,
-})
+# a Produce error after which the partition's leader is looked up again
+_STALE = STALE_METADATA | {ErrorCode.NOT_ENOUGH_REPLICAS}
 
 
 def _norm_headers(headers: Any) -> list[tuple[str, bytes | None]]:

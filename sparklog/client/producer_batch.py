@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from sparklog.client.connection import retry_delay_s
 from sparklog.protocol.record_arrow import HEADERS_TYPE
 from sparklog.protocol.record_arrow_encode import EncodedBatch, encode_batches
 from sparklog.protocol.records import Record, encode_batch
@@ -56,11 +57,12 @@ class BatchFormat:
 class ProducerBatch:
     """Records bound for one partition, sent in one RecordBatch. ``encoded`` holds the
     bytes once known (at once for ``produce_arrow``); ``base_sequence`` is fixed when the
-    batch is closed (idempotence), ``attempts`` counts retries."""
+    batch is closed (idempotence), ``attempts`` counts retries and ``retry_at`` (monotonic
+    seconds) is when a retried batch may go out again."""
 
     __slots__ = ("tp", "values", "keys", "timestamps", "headers", "callbacks", "has_key",
                  "count", "size", "created", "created_ms", "encoded", "base_sequence",
-                 "attempts")
+                 "attempts", "retry_at")
 
     def __init__(self, tp: TopicPartition, now: float) -> None:
         self.tp = tp
@@ -77,6 +79,12 @@ class ProducerBatch:
         self.encoded: EncodedBatch | None = None
         self.base_sequence = -1
         self.attempts = 0
+        self.retry_at = 0.0
+
+    def back_off(self, backoff_ms: int) -> None:
+        """Count one more attempt and hold the batch back for that attempt's backoff."""
+        self.attempts += 1
+        self.retry_at = time.monotonic() + retry_delay_s(self.attempts, backoff_ms)
 
     def append(self, key: Any, value: Any, timestamp: int | None, headers: Any,
                cb: Callable | None) -> None:

@@ -1,8 +1,13 @@
-"""Fixtures for multi-process cluster tests: a controller and three broker processes."""
+"""Fixtures for multi-process cluster tests: a controller and three broker processes.
+
+A failed test's report ends with the last lines of every node's log (the ``*.log`` files
+directly in its ``tmp_path``: ``server-<port>.log`` per node, ``spark.log`` of a Spark-hosted
+cluster), since what a fault test trips on is usually only visible there.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -38,3 +43,22 @@ def local_cluster(tmp_path: Path) -> Iterator[ClusterProcesses]:
 @pytest.fixture
 def fault_cluster(tmp_path: Path) -> Iterator[ClusterProcesses]:
     yield from cluster_of(tmp_path, FAULT_CONFIG)
+
+
+LOG_TAIL_LINES = 40
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item,
+                              call: pytest.CallInfo[None]) -> Generator[None, None, None]:
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()
+    if not report.failed or not isinstance(item, pytest.Function):
+        return
+    tmp = item.funcargs.get("tmp_path")
+    if not isinstance(tmp, Path):
+        return
+    for log in sorted(tmp.glob("*.log")):  # node logs; segments (.log too) lie deeper
+        lines = log.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:]
+        report.sections.append((f"{log.relative_to(tmp)} (last {len(lines)} lines)",
+                                "\n".join(lines)))

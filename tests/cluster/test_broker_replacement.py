@@ -30,9 +30,7 @@ def test_a_lost_broker_is_replaced_and_replication_restored(tmp_path: Path):
     cluster = ClusterProcesses(tmp_path, brokers=4, config={
         **CLUSTER_CONFIG, "broker.replacement.timeout.ms": str(REPLACEMENT_MS)})
     try:
-        cluster.controller.start()
-        for n in (1, 2, 3):  # broker 4 comes later, as a replacement
-            cluster.brokers[n].start()
+        cluster.start(brokers=(1, 2, 3))  # broker 4 comes later, as a replacement
         bs = cluster.brokers[1].bootstrap_servers
         admin = AdminClient({"bootstrap.servers": bs})
         for f in admin.create_topics([NewTopic("rep", PARTITIONS, 3, config={

@@ -47,10 +47,15 @@ class ClusterProcesses:
     def bootstrap_servers(self) -> str:
         return ",".join(b.bootstrap_servers for b in self.brokers.values() if b.proc is not None)
 
-    def start(self) -> ClusterProcesses:
+    def start(self, brokers: Iterable[int] | None = None) -> ClusterProcesses:
+        """The controller, then the ``brokers`` (all by default) side by side: each
+        registers with the controller on its own."""
         self.controller.start()
-        for b in self.brokers.values():
-            b.start()
+        started = [self.brokers[n] for n in (self.brokers if brokers is None else brokers)]
+        for b in started:
+            b.launch()
+        for b in started:
+            b.wait_listening()
         return self
 
     def stop(self) -> None:

@@ -35,6 +35,7 @@ class ServerProcess:
         self.extra = extra or []
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = data_dir.parent / f"server-{port}.log"
+        self._start_at = 0  # the log's size when the running process was launched
 
     @property
     def bootstrap_servers(self) -> str:
@@ -42,17 +43,27 @@ class ServerProcess:
 
     def start(self, timeout: float = 30.0) -> ServerProcess:
         """Start the process and return once it accepts connections."""
+        return self.launch().wait_listening(timeout)
+
+    def launch(self) -> ServerProcess:
+        """Start the process without waiting (``wait_listening`` waits): several nodes
+        start side by side."""
         # a restart appends to the same log: only what this start writes counts
-        start_at = self.log_path.stat().st_size if self.log_path.exists() else 0
+        self._start_at = self.log_path.stat().st_size if self.log_path.exists() else 0
         with open(self.log_path, "ab") as logf:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "sparklog.cli.main", "server", "--data-dir",
                  str(self.data_dir), "--port", str(self.port), *self.extra],
                 stdout=logf, stderr=subprocess.STDOUT, cwd=str(REPO),
             )
+        return self
+
+    def wait_listening(self, timeout: float = 30.0) -> ServerProcess:
+        """Return once the ``launch``ed process accepts connections."""
         proc = self.proc
+        assert proc is not None, "launch() first"
         if not wait_until(lambda: proc.poll() is not None
-                          or LISTENING in self.log_path.read_bytes()[start_at:], timeout):
+                          or LISTENING in self.log_path.read_bytes()[self._start_at:], timeout):
             self.kill()
             raise RuntimeError(f"server did not start:\n{self.log_path.read_text()}")
         if proc.poll() is not None:

@@ -224,8 +224,19 @@ class AsyncClient:
                                   timeout_ms=timeout_ms)
 
     async def send_any(self, request: Any, **kw: Any) -> Any:
-        conn = await self.any_connection()
-        return await self.send(conn, request, **kw)
+        """Send to any broker. One that dies under the request (which closes its
+        connection, so ``any_connection`` picks another) is not final: the request goes to
+        the next one, as a Kafka client's goes to its next least loaded node, until
+        request.timeout.ms; no broker reachable at all is."""
+        deadline = time.monotonic() + self.config.request_timeout_ms / 1000
+        while True:
+            conn = await self.any_connection()
+            try:
+                return await self.send(conn, request, **kw)
+            except (KafkaConnectionError, KafkaTimeoutError):
+                if time.monotonic() >= deadline:
+                    raise
+                await asyncio.sleep(self.config.retry_backoff_ms / 1000)
 
     async def send_node(self, node_id: int, request: Any, **kw: Any) -> Any:
         conn = await self.connection(node_id)
@@ -261,21 +272,9 @@ class AsyncClient:
         req_topics = None if names is None else [
             MetadataRequest.MetadataRequestTopic(name=n) for n in names]
         req = MetadataRequest(topics=req_topics, allow_auto_topic_creation=auto)
-        deadline = time.monotonic() + self.config.request_timeout_ms / 1000
         async with self._metadata_lock:
-            while True:
-                conn = await self.any_connection()
-                try:
-                    resp = await self.send(conn, req, version=self.pick_version(conn, 3))
-                except (KafkaConnectionError, KafkaTimeoutError):
-                    # that broker died under the request (which closed its connection, so
-                    # any_connection picks another): ask the next one, as a Kafka client
-                    # asks its next least loaded node, until request.timeout.ms
-                    if time.monotonic() >= deadline:
-                        raise
-                    await asyncio.sleep(self.config.retry_backoff_ms / 1000)
-                    continue
-                return self.metadata.update(resp, full=names is None)
+            resp = await self.send_any(req)
+            return self.metadata.update(resp, full=names is None)
 
     async def topic_metadata(self, topic: str, *, max_wait_ms: int | None = None,
                              auto_create: bool | None = None) -> TopicMetadata:

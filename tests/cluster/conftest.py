@@ -24,6 +24,9 @@ CLUSTER_CONFIG = {"broker.session.timeout.ms": str(SESSION_MS),
 LAG_MS = 2000
 FAULT_CONFIG = {**CLUSTER_CONFIG, "replica.lag.time.max.ms": str(LAG_MS),
                 "replica.fetch.backoff.ms": "200"}
+# a test that pauses followers which must stay in the ISR meanwhile gets this much time,
+# however slow the machine (nothing waits for a follower to leave the ISR there)
+PATIENT_LAG_MS = 15000
 
 
 def cluster_of(tmp_path: Path, config: Mapping[str, str]) -> Iterator[ClusterProcesses]:
@@ -43,6 +46,12 @@ def local_cluster(tmp_path: Path) -> Iterator[ClusterProcesses]:
 @pytest.fixture
 def fault_cluster(tmp_path: Path) -> Iterator[ClusterProcesses]:
     yield from cluster_of(tmp_path, FAULT_CONFIG)
+
+
+@pytest.fixture
+def patient_fault_cluster(tmp_path: Path) -> Iterator[ClusterProcesses]:
+    yield from cluster_of(tmp_path, {**FAULT_CONFIG,
+                                     "replica.lag.time.max.ms": str(PATIENT_LAG_MS)})
 
 
 LOG_TAIL_LINES = 40

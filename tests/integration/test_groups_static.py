@@ -63,6 +63,16 @@ def describe(bs: str, group: str) -> Any:
     return admin.describe_consumer_groups([group])[group].result(timeout=30)
 
 
+def assigned_by_coordinator(bs: str, group: str) -> dict[str, set[int]] | None:
+    """Each static member's partitions as the coordinator has them, while the group is
+    stable (None otherwise)."""
+    d = describe(bs, group)
+    if d.state != ck.ConsumerGroupState.STABLE:
+        return None
+    return {m.group_instance_id: {tp.partition for tp in m.assignment.topic_partitions}
+            for m in d.members}
+
+
 def test_confluent_static_member_restart_keeps_assignment(cluster: EmbeddedCluster) -> None:
     bs = cluster.bootstrap_servers
     topic, group = "static-ck", "static-ck-group"
@@ -103,16 +113,20 @@ def test_kafka_python_static_member_restart_keeps_assignment(cluster: EmbeddedCl
     b = KafkaPythonMember("kp-b", bs, group, topic, instance="kp-b").start()
     a2 = None
     try:
+        # settled: the coordinator is stable on the assignment both members hold (the first
+        # generation may be followed by another, when the leader's metadata changed)
         wait_for(lambda: a.assigned and b.assigned
-                 and a.assigned | b.assigned == set(range(PARTITIONS)), 60,
-                 "both static members assigned")
-        time.sleep(1.0)  # settled: no further rebalances
+                 and a.assigned | b.assigned == set(range(PARTITIONS))
+                 and assigned_by_coordinator(bs, group) == {"kp-a": a.assigned,
+                                                            "kp-b": b.assigned}, 60,
+                 "both static members assigned, the group stable")
         a_parts, b_history = a.assigned, list(b.assignments)
         before = describe(bs, group)
         a.stop()  # closes without leaving: a static member keeps its place
         a2 = KafkaPythonMember("kp-a2", bs, group, topic, instance="kp-a").start()
+        # a rebalance would have revoked b's partitions before b rejoined, so before a2
+        # got any assignment: b's history is final once a2 has one
         wait_for(lambda: bool(a2.assigned), 30, "a2's assignment")
-        time.sleep(1.0)
         assert a2.assigned == a_parts
         assert b.assignments == b_history, "the other member was never rebalanced"
         after = describe(bs, group)

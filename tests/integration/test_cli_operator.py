@@ -16,6 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from sparklog.client import AdminClient
 from tests.helpers.cli import SPARKLOG, ok, one_error, run
 from tests.helpers.net import free_port
 from tests.helpers.polling import wait_for
@@ -52,11 +53,12 @@ def rows(out: str, first: str) -> list[list[str]]:
 
 
 def wait_for_state(server: ServerProcess, group: str, state: str) -> None:
-    def reached() -> bool:
-        res = run("groups", "describe", "--group", group, "--state", server=server)
-        return res.returncode == 0 and any(r[-2] == state for r in rows(res.stdout, group))
-
-    wait_for(reached, 30, f"group {group} in state {state}", interval=0.1)
+    """Wait until ``group`` is in ``state``, asked in-process: a state can last only the
+    3 s of the initial rebalance delay, which polls by CLI subprocess (a second or more
+    each under load) could miss."""
+    with AdminClient({"bootstrap.servers": server.bootstrap_servers}) as admin:
+        wait_for(lambda: admin.describe_groups([group])[0].state == state, 30,
+                 f"group {group} in state {state}", interval=0.05)
 
 
 # ---------------------------------------------------------------- bad input, one line each

@@ -15,6 +15,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -70,7 +71,13 @@ def spark_cluster(tmp_path) -> Iterator[Launched]:
             line = proc.stdout.readline().strip()
             assert re.fullmatch(rf"bootstrap\.servers=\S+:{port}", line), (
                 line, (tmp_path / "spark.log").read_text()[-3000:])
-            yield Launched(proc, line.split("=", 1)[1])
+            launched = Launched(proc, line.split("=", 1)[1])
+            for n, broker in launched.brokers().items():
+                # a broker logs to its executor's stderr, in the executor's working directory:
+                # linked beside spark.log, its tail ends a failed test's report (conftest)
+                work = Path(os.readlink(f"/proc/{broker.ppid}/cwd"))
+                (tmp_path / f"executor-broker-{n}.log").symlink_to(work / "stderr")
+            yield launched
         finally:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)

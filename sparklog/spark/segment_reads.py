@@ -9,11 +9,12 @@ are tiered (``remote.storage.enable``, remembered once true: Kafka never lets a 
 back; a topic found not tiered is asked again after a minute) and their topic ids, then reads the manifest of every partition with data to read
 (one small GET each, done together; never a listing of the bucket). Its ``route`` hook,
 given to ``planning.plan_tasks``, turns a planned range that starts in uploaded segments
-into a ``BucketRange`` naming the segment objects it needs and where the upload ends
-(``upload_end``): its task reads that part from the bucket and the rest (the local tail)
-through brokers, so a read plans the tasks ``never`` plans (a tail of its own would cost
-a Spark task for a few records). A manifest that cannot be read leaves the partition to
-the brokers (logged): bucket reads are a shortcut, never a new way to fail.
+into a ``BucketRange`` naming the segment objects it needs and where its bucket part ends
+(``bucket_end``: the upload's end, see below for read_committed): its task reads that part
+from the bucket and the rest (the local tail) through brokers, so a read plans the tasks
+``never`` plans (a tail of its own would cost a Spark task for a few records). A manifest
+that cannot be read leaves the partition to the brokers (logged): bucket reads are a
+shortcut, never a new way to fail.
 
 Executors (``read_planned``): a ``BucketRange`` is read segment by segment from the index
 entry at or before its start, in windows of ``kafka.max.partition.fetch.bytes`` (the next
@@ -28,7 +29,14 @@ that still fails after ``RemoteStore``'s retries.
 
 Aborted transactions come from the uploaded ``.txnindex`` objects (``aborted_transactions``,
 the one hook a transactions implementation plugs into): the planner lists, under
-read_committed, those of every uploaded segment from the range's first one on.
+read_committed, those of every uploaded segment from the range's first one on. A transaction
+still open at the upload's end has its marker (ABORT or COMMIT) in the local tail, in no
+uploaded ``.txnindex``; so under read_committed the bucket part ends at the first offset of
+the earliest such transaction (``committed_end``, from the producer snapshot uploaded with the
+last segment, which names them: Kafka's own record of the transactions open at an offset),
+and brokers serve the rest, their Fetch listing what they abort. Invariant: the bucket part
+holds no record of a transaction whose marker is above the upload's end. No readable
+snapshot: the partition is left to the brokers.
 """
 
 from __future__ import annotations
@@ -44,9 +52,11 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from sparklog.protocol.errors import CorruptRecordError
 from sparklog.spark.offsets import TopicPartitionKey
 from sparklog.spark.partition_reader import read_ranges
 from sparklog.spark.planning import OffsetRange
+from sparklog.storage.producer_state import SNAPSHOT_SUFFIX, parse_snapshot
 from sparklog.storage.remote.manifest import PartitionManifest, RemoteSegment, read_manifest
 from sparklog.storage.remote.remote_log import index_floor, parse_offset_index
 from sparklog.storage.remote.store import MANIFEST, RemoteStorageError, RemoteStore
@@ -62,6 +72,7 @@ __all__ = [
     "BucketRange",
     "SegmentObjects",
     "aborted_transactions",
+    "committed_end",
     "read_planned",
     "split_at_upload",
 ]
@@ -97,17 +108,18 @@ class SegmentObjects:
 
 @dataclass(frozen=True)
 class BucketRange(OffsetRange):
-    """Offsets ``[start, end)`` of one partition whose part below ``upload_end`` is in
+    """Offsets ``[start, end)`` of one partition whose part below ``bucket_end`` is in
     uploaded segments: that part is read from the bucket at ``url``, the rest through
     brokers, by the same task (a planned range stays one task, as with ``never``).
-    ``segments``: those holding ``[start, upload_end)``, in offset order; ``txn_indexes``:
+    ``segments``: those holding ``[start, bucket_end)``, in offset order; ``txn_indexes``:
     (path, size) of the ``.txnindex`` objects whose aborted transactions apply
-    (read_committed only)."""
+    (read_committed only). ``bucket_end``: the upload's end, or under read_committed the
+    ``committed_end`` below it."""
 
     url: str = ""
     segments: tuple[SegmentObjects, ...] = ()
     txn_indexes: tuple[tuple[str, int], ...] = ()
-    upload_end: int = 0
+    bucket_end: int = 0
 
 
 # ---------------------------------------------------------------------------- driver
@@ -122,6 +134,9 @@ class BucketPlanner:
         self._tiered: set[str] = set()
         self._not_tiered: dict[str, float] = {}  # topic -> when it was found not tiered
         self._url: str | None = options.storage_url
+        # partition dir -> (its last uploaded segment's id, committed_end): an uploaded
+        # snapshot never changes, so it is read once per segment
+        self._committed_ends: dict[str, tuple[str, int]] = {}
 
     def route(
         self, offsets: OffsetReader, wanted: Iterable[TopicPartitionKey]
@@ -142,24 +157,45 @@ class BucketPlanner:
             return None
         tps = [tp for tp in wanted if tp[0] in topic_ids]
         dirs = {tp: store.partition_dir(tp[0], topic_ids[tp[0]], tp[1]) for tp in tps}
+        read_committed = self.options.isolation_level == "read_committed"
+
+        def bucket_part(tp: TopicPartitionKey) -> tuple[PartitionManifest, int] | None:
+            """The partition's manifest and where its bucket part ends (None: brokers)."""
+            m = _manifest(store, dirs[tp], tp)
+            if m is None or not m.segments:
+                return None
+            end = self._committed_end(store, dirs[tp], m) if read_committed else m.end_offset
+            return None if end is None else (m, end)
+
         with ThreadPoolExecutor(max(1, min(_MANIFEST_READERS, len(tps)))) as pool:
-            found = dict(zip(tps, pool.map(lambda tp: _manifest(store, dirs[tp], tp), tps),
-                             strict=True))
-        manifests = {tp: m for tp, m in found.items() if m is not None and m.segments}
-        if not manifests:
+            found = dict(zip(tps, pool.map(bucket_part, tps), strict=True))
+        parts = {tp: part for tp, part in found.items() if part is not None}
+        if not parts:
             return None
         url = self._url
         assert url is not None
-        read_committed = self.options.isolation_level == "read_committed"
 
         def route(r: OffsetRange) -> list[OffsetRange]:
             key = (r.topic, r.partition)
-            m = manifests.get(key)
-            if m is None or r.start < m.log_start_offset:
+            part = parts.get(key)
+            if part is None or r.start < part[0].log_start_offset:
                 return [r]
-            return split_at_upload(r, m, store, dirs[key], url, read_committed)
+            return split_at_upload(r, *part, store, dirs[key], url, read_committed)
 
         return route
+
+    def _committed_end(self, store: RemoteStore, directory: str,
+                       m: PartitionManifest) -> int | None:
+        """``committed_end``, read once per last uploaded segment (a failure is asked again
+        at the next plan)."""
+        last = m.segments[-1].segment_id
+        known = self._committed_ends.get(directory)
+        if known is not None and known[0] == last:
+            return known[1]
+        end = committed_end(store, directory, m)
+        if end is not None:
+            self._committed_ends[directory] = (last, end)
+        return end
 
     def _tiered_topics(self, offsets: OffsetReader, topics: set[str]) -> dict[str, bytes]:
         """The topic id of each tiered topic among ``topics``."""
@@ -210,11 +246,30 @@ def _manifest(store: RemoteStore, directory: str, tp: TopicPartitionKey
         return None
 
 
-def split_at_upload(r: OffsetRange, m: PartitionManifest, store: RemoteStore, directory: str,
-           url: str, read_committed: bool) -> list[OffsetRange]:
-    """``r`` as a ``BucketRange`` when it starts in uploaded segments, else as it was."""
-    end = m.end_offset
-    assert end is not None
+def committed_end(store: RemoteStore, directory: str, m: PartitionManifest) -> int | None:
+    """Where read_committed may read ``m``'s segments from the bucket alone: the upload's
+    end, or the first offset of the earliest transaction still open there (named by the
+    producer snapshot uploaded with the last segment). None when that snapshot is missing
+    or unreadable: which transactions are open is unknown."""
+    last = m.segments[-1]
+    size = last.files.get(SNAPSHOT_SUFFIX)
+    if size is None:
+        return None
+    path = store.object_path(directory, last.base_offset, last.segment_id, SNAPSHOT_SUFFIX)
+    try:
+        producers = parse_snapshot(store.read_range(path, 0, size))
+    except (FileNotFoundError, RemoteStorageError, CorruptRecordError) as exc:
+        log.warning("%s cannot be read (%s): read_committed reads of %s go to the brokers",
+                    path, exc, directory)
+        return None
+    return min([last.end_offset, *(e.current_txn_first_offset for e in producers.values()
+                                   if e.current_txn_first_offset >= 0)])
+
+
+def split_at_upload(r: OffsetRange, m: PartitionManifest, end: int, store: RemoteStore,
+                    directory: str, url: str, read_committed: bool) -> list[OffsetRange]:
+    """``r`` as a ``BucketRange`` reading ``[r.start, end)`` from ``m``'s segments when it
+    starts below ``end`` (the upload's end or ``committed_end``), else as it was."""
     cut = min(r.end, end)
     if cut <= r.start:
         return [r]
@@ -278,7 +333,7 @@ def _read_bucket_range(
 
     store = _reader_store(r.url, tuple(sorted(options.storage_options.items())))
     read_committed = options.isolation_level == "read_committed"
-    end = min(r.end, r.upload_end)
+    end = min(r.end, r.bucket_end)
     aborted = (aborted_transactions(store, r.txn_indexes, r.start, end)
                if read_committed else [])
     verify_crc = conf_bool(options.client_config, "check.crcs", True)

@@ -60,6 +60,7 @@ __all__ = [
     "ProducerStateManager",
     "ProducerBatch",
     "SNAPSHOT_SUFFIX",
+    "parse_snapshot",
 ]
 
 log = logging.getLogger(__name__)
@@ -202,6 +203,31 @@ def _apply_control(entry: ProducerStateEntry, b: ProducerBatch) -> CompletedTxn 
     entry.current_txn_first_offset = -1
     return CompletedTxn(b.producer_id, first, b.first_offset,
                         b.control_type == ControlRecordType.ABORT)
+
+
+def parse_snapshot(data: bytes) -> dict[int, ProducerStateEntry]:
+    """The producers a snapshot's bytes hold (the file's, or an uploaded copy's);
+    raises CorruptRecordError when they do not parse."""
+    if len(data) < _HEAD.size + _COUNT.size:
+        raise CorruptRecordError("snapshot too short")
+    version, crc = _HEAD.unpack_from(data, 0)
+    if version != _VERSION:
+        raise CorruptRecordError(f"snapshot version {version}")
+    body = memoryview(data)[_HEAD.size :]
+    if crc32c(body) != crc:
+        raise CorruptRecordError("snapshot CRC mismatch")
+    (count,) = _COUNT.unpack_from(body, 0)
+    if count < 0 or len(body) != _COUNT.size + count * _ENTRY.size:
+        raise CorruptRecordError("snapshot length mismatch")
+    out: dict[int, ProducerStateEntry] = {}
+    for pid, epoch, last_seq, last_off, delta, ts, coord, txn in _ENTRY.iter_unpack(body[_COUNT.size :]):
+        e = ProducerStateEntry(pid, epoch, coordinator_epoch=coord,
+                               current_txn_first_offset=txn, last_timestamp=ts)
+        if last_off >= 0:
+            first_seq = _decrement_sequence(last_seq, delta) if last_seq >= 0 else -1
+            e.batches.append(BatchMetadata(first_seq, last_seq, last_off - delta, last_off, ts))
+        out[pid] = e
+    return out
 
 
 class ProducerStateManager:
@@ -426,27 +452,7 @@ class ProducerStateManager:
 
     def _read_snapshot(self, offset: int) -> dict[int, ProducerStateEntry]:
         with open(self._path(offset), "rb") as f:
-            data = f.read()
-        if len(data) < _HEAD.size + _COUNT.size:
-            raise CorruptRecordError("snapshot too short")
-        version, crc = _HEAD.unpack_from(data, 0)
-        if version != _VERSION:
-            raise CorruptRecordError(f"snapshot version {version}")
-        body = memoryview(data)[_HEAD.size :]
-        if crc32c(body) != crc:
-            raise CorruptRecordError("snapshot CRC mismatch")
-        (count,) = _COUNT.unpack_from(body, 0)
-        if count < 0 or len(body) != _COUNT.size + count * _ENTRY.size:
-            raise CorruptRecordError("snapshot length mismatch")
-        out: dict[int, ProducerStateEntry] = {}
-        for pid, epoch, last_seq, last_off, delta, ts, coord, txn in _ENTRY.iter_unpack(body[_COUNT.size :]):
-            e = ProducerStateEntry(pid, epoch, coordinator_epoch=coord,
-                                   current_txn_first_offset=txn, last_timestamp=ts)
-            if last_off >= 0:
-                first_seq = _decrement_sequence(last_seq, delta) if last_seq >= 0 else -1
-                e.batches.append(BatchMetadata(first_seq, last_seq, last_off - delta, last_off, ts))
-            out[pid] = e
-        return out
+            return parse_snapshot(f.read())
 
     def _remove_snapshot(self, offset: int) -> None:
         try:

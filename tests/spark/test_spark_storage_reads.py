@@ -1,7 +1,8 @@
 """``storageReads``: ranges in uploaded segments are read from the bucket by the tasks
 themselves, and the rows are exactly those the brokers give (``storageReads=never``): every
 column, every offset, per-partition order, batch and streaming (AvailableNow, and a query
-restarted from its checkpoint mid-way), on a ``file://`` tier and on moto's S3.
+restarted from its checkpoint mid-way), on a ``file://`` tier and on moto's S3; under
+read_committed, also when a transaction begun in uploaded segments is aborted in the local tail.
 
 The module's broker has a ``file://`` tier; the S3 case starts its own broker."""
 
@@ -21,7 +22,7 @@ from sparklog.spark.planning import OffsetRange, RangeGroup
 from sparklog.spark.reader import SparklogBatchReader
 from sparklog.spark.schema import arrow_schema, source_schema
 from sparklog.spark.segment_reads import BucketRange, read_planned
-from tests.helpers.kafka_clients import ck_produce, make_messages
+from tests.helpers.kafka_clients import ck_produce, ck_txn_producer, make_messages
 from tests.helpers.polling import wait_for
 from tests.helpers.spark import source
 
@@ -190,11 +191,71 @@ def test_reads_from_moto_s3_give_the_brokers_rows(spark, moto_s3, tmp_path):
         assert len(never) == 1500
         assert _headers_as_tuples(auto) == _headers_as_tuples(never)
     # the bucket part needs no broker at all
-    assert 0 < planned.upload_end < planned.end == 1500
-    uploaded = dataclasses.replace(planned, end=planned.upload_end)
+    assert 0 < planned.bucket_end < planned.end == 1500
+    uploaded = dataclasses.replace(planned, end=planned.bucket_end)
     opts = parse_source_options({"bootstrap.servers": bs, "subscribe": t, "includeHeaders":
                                  "true", **storage}, streaming=False)
     target = arrow_schema(source_schema(True))
     got = [row for b in read_planned([uploaded], opts, target) for row in b.to_pylist()]
     assert [r["offset"] for r in got] == list(range(uploaded.end))
     assert [(r["key"], r["value"]) for r in got] == [(r[2], r[3]) for r in never[: uploaded.end]]
+
+
+def _read_tasks(tasks: list[OffsetRange | RangeGroup], opts) -> list[tuple[int, bytes]]:  # noqa: ANN001
+    """(offset, value) of every row the planned tasks read, as executors would (no Spark)."""
+    target = arrow_schema(source_schema(False))
+    ranges = [list(t.ranges) if isinstance(t, RangeGroup) else [t] for t in tasks]
+    return [(row["offset"], row["value"]) for rs in ranges
+            for b in read_planned(rs, opts, target) for row in b.to_pylist()]
+
+
+def test_read_committed_skips_a_transaction_begun_in_the_bucket_and_aborted_locally(
+        bootstrap, admin, bucket_root):
+    """A transaction begins, plain records upload the segments past its first offset, then
+    it is aborted: its ABORT marker (and the .txnindex entry) is only in the local tail, so
+    the bucket part stops where it began and the brokers, which know it aborted, serve the
+    rest: the rows are those of ``never``, committed ones only."""
+    from confluent_kafka import Producer
+
+    from sparklog.client import NewTopic
+
+    t = f"txn-{uuid.uuid4().hex[:10]}"
+    admin.create_topics([NewTopic(t, num_partitions=1, config=TOPIC)])
+    wait_for(lambda: t in admin.list_topics(), 10, f"topic {t}")
+    txn = ck_txn_producer(bootstrap, f"{t}-id", **{"batch.size": 2048})
+    plain = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.size": 2048})
+
+    def produce(p: Producer, prefix: str, n: int) -> list[bytes]:  # noqa: ANN001
+        values = [f"{prefix}-{i}".encode() + b"." * 150 for i in range(n)]
+        for v in values:
+            p.produce(t, value=v, partition=0)
+        p.flush(30)
+        return values
+
+    txn.begin_transaction()
+    want = produce(txn, "committed", 60)
+    txn.commit_transaction(30)
+    txn.begin_transaction()
+    aborted = produce(txn, "aborted", 60)
+    want += produce(plain, "filler", 150)
+    txn.abort_transaction(30)  # its marker goes to the active segment, which stays local
+    aborted_from = 61  # after the 60 committed records and their marker
+    fs = fsspec.filesystem("file")
+    wait_for(lambda: _uploaded_end(fs, str(bucket_root), t, 0) > aborted_from + 60, 30,
+             "the aborted records uploaded")
+    marker = 61 + 60 + 150
+    assert _uploaded_end(fs, str(bucket_root), t, 0) <= marker  # the marker is local
+
+    committed = {"isolation.level": "read_committed"}
+    opts = parse_source_options({"bootstrap.servers": bootstrap, "subscribe": t, **committed},
+                                streaming=False)
+    never = _read_tasks(_tasks(bootstrap, t, storageReads="never", **committed), opts)
+    (planned,) = _bucket_tasks(bootstrap, t, **committed)
+    assert planned.bucket_end == aborted_from  # the bucket part ends where the txn began
+    auto = _read_tasks(_tasks(bootstrap, t, **committed), opts)
+    assert [v for _, v in never] == want
+    assert auto == never
+    assert not {v for _, v in auto} & set(aborted)
+    # read_uncommitted: no transaction matters, the bucket part is the whole upload
+    (uncommitted,) = _bucket_tasks(bootstrap, t, **{"isolation.level": "read_uncommitted"})
+    assert uncommitted.bucket_end == _uploaded_end(fs, str(bucket_root), t, 0)

@@ -1,13 +1,21 @@
 """The bucket side of ``storageReads`` without a broker: how a planned range is split at
-the manifest's end, and the aborted transactions a ``.txnindex`` lists (Kafka's layout),
-on a real ``file://`` store."""
+the manifest's end (or, under read_committed, where the transactions the uploaded producer
+snapshot names open begin), and the aborted transactions a ``.txnindex`` lists (Kafka's
+layout), on a real ``file://`` store."""
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 
 from sparklog.spark.planning import OffsetRange, RangeGroup, plan_tasks
-from sparklog.spark.segment_reads import BucketRange, aborted_transactions, split_at_upload
+from sparklog.spark.segment_reads import (
+    BucketRange,
+    aborted_transactions,
+    committed_end,
+    split_at_upload,
+)
+from sparklog.storage.producer_state import ProducerStateEntry, ProducerStateManager
 from sparklog.storage.remote.manifest import PartitionManifest, RemoteSegment
 from sparklog.storage.remote.store import RemoteStore
 from tests.unit.spark.test_spark_planning import _read
@@ -24,23 +32,58 @@ def test_a_range_is_split_at_the_manifests_end(tmp_path):
     m = _manifest((0, 100), (100, 250), (250, 400))
     r = OffsetRange("t", 0, 120, 500, "host-a")
     # one task reads the uploaded part from the bucket and the tail through brokers
-    (bucket,) = split_at_upload(r, m, store, "d", "file:///b", False)
+    (bucket,) = split_at_upload(r, m, 400, store, "d", "file:///b", False)
     assert isinstance(bucket, BucketRange)
-    assert (bucket.start, bucket.upload_end, bucket.end) == (120, 400, 500)
+    assert (bucket.start, bucket.bucket_end, bucket.end) == (120, 400, 500)
     assert [s.base_offset for s in bucket.segments] == [100, 250]
     assert bucket.segments[0].log_path.endswith("d/00000000000000000100-id100.log")
     assert bucket.host == "host-a" and bucket.txn_indexes == ()
     # wholly uploaded: all from the bucket; wholly after the upload: the range as it was
-    (inside,) = split_at_upload(OffsetRange("t", 0, 0, 90), m, store, "d", "u", False)
+    (inside,) = split_at_upload(OffsetRange("t", 0, 0, 90), m, 400, store, "d", "u", False)
     assert isinstance(inside, BucketRange) and [s.base_offset for s in inside.segments] == [0]
-    assert inside.upload_end == inside.end == 90
+    assert inside.bucket_end == inside.end == 90
     after = OffsetRange("t", 0, 400, 450)
-    assert split_at_upload(after, m, store, "d", "u", False) == [after]
+    assert split_at_upload(after, m, 400, store, "d", "u", False) == [after]
     # read_committed: the .txnindex of every segment from the range's first one on
     m = _manifest((0, 100), (100, 250), (250, 400), txn=True)
-    (b,) = split_at_upload(OffsetRange("t", 0, 120, 500), m, store, "d", "u", True)
+    (b,) = split_at_upload(OffsetRange("t", 0, 120, 500), m, 400, store, "d", "u", True)
     assert [p.rsplit("/", 1)[1][:20] for p, _ in b.txn_indexes] == [
         f"{100:020d}", f"{250:020d}"]
+
+
+def test_read_committed_stops_where_a_transaction_open_at_the_upload_began(tmp_path):
+    store = RemoteStore.from_url(f"file://{tmp_path}")
+    d = f"{tmp_path}/part"
+    # the producer state at the upload's end (400): producer 7's transaction began at 130,
+    # producer 8's at 260, producer 9 has none open
+    (tmp_path / "local").mkdir()
+    (tmp_path / "part").mkdir()
+    state = ProducerStateManager(str(tmp_path / "local"))
+    state.producers = {pid: ProducerStateEntry(pid, 0, current_txn_first_offset=first)
+                       for pid, first in ((7, 130), (8, 260), (9, -1))}
+    with open(state.take_snapshot(400), "rb") as f:
+        snapshot = f.read()
+    m = _manifest((0, 100), (100, 250), (250, 400))
+    last = m.segments[-1]
+    store.put_bytes(store.object_path(d, last.base_offset, last.segment_id, ".snapshot"),
+                    snapshot)
+    # no snapshot listed: which transactions are open is unknown
+    assert committed_end(store, d, m) is None
+    last = dataclasses.replace(last, files={**last.files, ".snapshot": len(snapshot)})
+    m = dataclasses.replace(m, segments=(*m.segments[:-1], last))
+    assert committed_end(store, d, m) == 130
+    (b,) = split_at_upload(OffsetRange("t", 0, 20, 500), m, 130, store, d, "u", True)
+    assert isinstance(b, BucketRange) and (b.start, b.bucket_end, b.end) == (20, 130, 500)
+    assert [s.base_offset for s in b.segments] == [0, 100]
+    # a range starting above the open transaction's first offset: all through brokers
+    r = OffsetRange("t", 0, 200, 500)
+    assert split_at_upload(r, m, 130, store, d, "u", True) == [r]
+    # nothing open: the upload's end
+    state.producers = {9: ProducerStateEntry(9, 0)}
+    with open(state.take_snapshot(400), "rb") as f:
+        store.put_bytes(store.object_path(d, last.base_offset, last.segment_id, ".snapshot"),
+                        f.read())
+    assert committed_end(store, d, m) == 400
 
 
 def test_plan_tasks_routes_pieces_before_grouping():

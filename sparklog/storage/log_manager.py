@@ -37,6 +37,7 @@ from collections.abc import Callable
 from sparklog.protocol.errors import KafkaStorageError
 from sparklog.protocol.topic_partition import TopicPartition
 
+from .background import BackgroundThread
 from .checkpoints import (
     CLEAN_SHUTDOWN_MARKER,
     CLEANER_CHECKPOINT,
@@ -122,8 +123,7 @@ class LogManager:
         # recreated (nothing may be written past damage no one repaired)
         self._offline: dict[TopicPartition, str] = {}
         self._pending_dir_deletes: list[str] = []
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._scheduler = BackgroundThread("sparklog-log-manager", self._run)
         self._shut_down = False
         self._new_dirs: set[str] = set()  # no meta.properties yet: nothing to recover
         try:
@@ -294,7 +294,7 @@ class LogManager:
             raise KafkaStorageError(f"cannot delete {directory}: {exc}") from exc
         with self._lock:
             self._pending_dir_deletes.append(target)
-        if self._thread is None:
+        if self._scheduler.thread is None:
             self._delete_dirs()
         return True
 
@@ -310,12 +310,9 @@ class LogManager:
     # ------------------------------------------------------------------ scheduler
     def start(self) -> None:
         with self._lock:
-            if self._thread is not None:
+            if self._scheduler.thread is not None:
                 return
-            self._stop.clear()
-            self._thread = threading.Thread(target=self._run, name="sparklog-log-manager",
-                                            daemon=True)
-            self._thread.start()
+            self._scheduler.start()
         if self.tier is not None:
             self.tier.start(self.logs)
 
@@ -333,10 +330,11 @@ class LogManager:
             "scrub": self.run_scrub,
         }
         tasks = {k: v for k, v in tasks.items() if k in self._intervals}
-        while not self._stop.is_set():
+        stopping = self._scheduler.stopping
+        while not stopping.is_set():
             now = self._time_ms()
             for name, fn in tasks.items():
-                if self._stop.is_set():
+                if stopping.is_set():
                     break
                 if now >= due[name]:
                     try:
@@ -345,7 +343,7 @@ class LogManager:
                         log.exception("log manager task %s failed", name)
                     due[name] = self._time_ms() + self._intervals[name]
             wait_ms = max(10, min(due.values()) - self._time_ms())
-            self._stop.wait(min(wait_ms, 500) / 1000)
+            stopping.wait(min(wait_ms, 500) / 1000)
 
     def run_retention(self) -> int:
         deleted = 0
@@ -434,14 +432,11 @@ class LogManager:
             if self._shut_down:
                 return
             self._shut_down = True
-            thread = self._thread
-        self._stop.set()
+        self._scheduler.stopping.set()  # it stops while the tier does
         if self.tier is not None:
             self.tier.shutdown(timeout_s)
-        if thread is not None:
-            thread.join(timeout_s)
-            if thread.is_alive():
-                log.error("log manager scheduler did not stop within %.0f s", timeout_s)
+        if not self._scheduler.stop(timeout_s):
+            log.error("log manager scheduler did not stop within %.0f s", timeout_s)
         try:
             clean = True
             for plog in self.logs().values():
@@ -457,7 +452,6 @@ class LogManager:
             if clean:
                 for d in self.log_dirs:
                     atomic_write(os.path.join(d, CLEAN_SHUTDOWN_MARKER), b"")
-            self._thread = None
         finally:
             self._release_locks()
 

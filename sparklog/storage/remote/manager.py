@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 
 from sparklog.protocol.topic_partition import TopicPartition
 
+from ..background import BackgroundThread
 from ..segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX
 from .chunk_cache import ChunkCache
 from .remote_log import RemoteLog
@@ -68,8 +69,7 @@ class RemoteLogManager:
         self._remote_logs: dict[TopicPartition, RemoteLog] = {}
         self._pending_dir_deletes: list[str] = []
         self._logs: Callable[[], dict[TopicPartition, PartitionLog]] = dict
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._task = BackgroundThread("sparklog-remote-log-manager", self._run)
 
     # ------------------------------------------------------------------ partitions
     def remote_log(self, topic: str, partition: int, topic_id: bytes | str) -> RemoteLog:
@@ -132,25 +132,17 @@ class RemoteLogManager:
     # ------------------------------------------------------------------ the task
     def start(self, logs: Callable[[], dict[TopicPartition, PartitionLog]]) -> None:
         self._logs = logs
-        if self._thread is not None:
-            return
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="sparklog-remote-log-manager",
-                                        daemon=True)
-        self._thread.start()
+        self._task.start()
 
     def shutdown(self, timeout_s: float = 30.0) -> None:
         """Stop the task; bucket directories of deleted topics still queued are
         removed now (best effort: a store that fails leaves them)."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout_s)
-            self._thread = None
+        self._task.stop(timeout_s)
         self.cache.close()
         self._delete_dirs()
 
     def _run(self) -> None:
-        while not self._stop.wait(self.task_interval_ms / 1000):
+        while not self._task.stopping.wait(self.task_interval_ms / 1000):
             try:
                 self.run_once()
             except Exception:
@@ -158,7 +150,7 @@ class RemoteLogManager:
 
     def run_once(self) -> None:
         for plog in self._logs().values():
-            if self._stop.is_set():
+            if self._task.stopping.is_set():
                 return
             if plog.closed or not plog.config.remote_storage_enable:
                 continue

@@ -110,7 +110,7 @@ def test_scheduler_runs_retention_compaction_flush_and_stops(tmp_path):
     assert ret.num_segments == 1 and ret.log_start_offset == ret.active_segment.base_offset
     assert cmp.size_bytes < before
     assert cmp.recovery_point >= cmp.active_segment.base_offset  # sealed segments flushed
-    worker = lm._thread
+    worker = lm._scheduler.thread
     assert worker is not None and worker.is_alive()
     t0 = time.monotonic()
     lm.shutdown()

@@ -181,17 +181,28 @@ class LoadedGroup:
     pending: dict[int, dict[tuple[str, int], OffsetAndMetadata]] = field(default_factory=dict)
 
 
-class GroupStore:
-    """Writes and replays group records, routed to the group's offsets partition."""
+class KeyedStore:
+    """A coordinator's store in its internal topic: each record's key names a group or a
+    transactional id, and every record of one id goes to partition
+    ``abs(hashCode(id)) % num_partitions`` (Kafka's rule for ``__consumer_offsets`` and
+    ``__transaction_state`` alike), so the broker leading that partition coordinates it."""
+
+    partitions_key = ""  # the config key of num_partitions, for the error
 
     def __init__(self, log: RecordLog, num_partitions: int) -> None:
         if num_partitions < 1:
-            raise ValueError("offsets.topic.num.partitions must be >= 1")
+            raise ValueError(f"{self.partitions_key} must be >= 1")
         self.log = log
         self.num_partitions = num_partitions
 
-    def partition_for(self, group_id: str) -> int:
-        return partition_for_group(group_id, self.num_partitions)
+    def partition_for(self, key: str) -> int:
+        return partition_for_group(key, self.num_partitions)
+
+
+class GroupStore(KeyedStore):
+    """Writes and replays group records, routed to the group's offsets partition."""
+
+    partitions_key = "offsets.topic.num.partitions"
 
     def store_offsets(self, group_id: str, offsets: Mapping[tuple[str, int], OffsetAndMetadata],
                       now_ms: int, producer: Producer | None = None) -> None:

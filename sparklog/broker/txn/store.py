@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import logging
 
-from sparklog.broker.group.store import RecordLog
+from sparklog.broker.group.store import KeyedStore
 from sparklog.broker.txn.model import TxnMetadata
 from sparklog.broker.txn.records import (
     decode_txn_key,
     decode_txn_value,
     encode_txn_key,
     encode_txn_value,
-    partition_for_txn,
 )
 from sparklog.protocol.errors import MalformedFrameError
 from sparklog.protocol.internal_topics import TRANSACTION_STATE
@@ -28,15 +27,10 @@ log = logging.getLogger(__name__)
 __all__ = ["TxnStore"]
 
 
-class TxnStore:
-    def __init__(self, log: RecordLog, num_partitions: int) -> None:
-        if num_partitions < 1:
-            raise ValueError("transaction.state.log.num.partitions must be >= 1")
-        self.log = log
-        self.num_partitions = num_partitions
+class TxnStore(KeyedStore):
+    """Writes and replays transaction metadata, routed to the id's state partition."""
 
-    def partition_for(self, transactional_id: str) -> int:
-        return partition_for_txn(transactional_id, self.num_partitions)
+    partitions_key = "transaction.state.log.num.partitions"
 
     def write(self, m: TxnMetadata) -> None:
         """Persist ``m`` (raises when the log cannot take it)."""

@@ -324,7 +324,7 @@ class AsyncClient:
 
     def invalidate(self) -> None:
         """Mark the cache stale so the next lookup refreshes it."""
-        self.metadata.updated_at = 0.0
+        self.metadata.updated_at = float("-inf")
 
     async def close(self) -> None:
         self._closed = True

@@ -65,7 +65,9 @@ class ClusterMetadata:
         self.controller_id: int = -1
         self.cluster_id: str | None = None
         self.topics: dict[str, TopicMetadata] = {}
-        self.updated_at: float = 0.0
+        # time.monotonic() of the last update; -inf = never, or invalidated (not 0.0: the
+        # monotonic clock counts from boot, so 0.0 is "fresh" on a machine up < max age)
+        self.updated_at: float = float("-inf")
 
     def update(self, resp: Any, *, full: bool) -> dict[str, TopicMetadata]:
         """Apply a MetadataResponse; ``full`` = it listed all topics, so topics it does not

@@ -27,7 +27,9 @@ def main(bootstrap: str, src: str, dst: str, group: str, txn_id: str) -> None:
     p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 5,
                   "transaction.timeout.ms": 10000})
     p.init_transactions(30)
-    c.subscribe([src])
+    print("initialized", flush=True)  # a stalled copier's log says which step it is in
+    c.subscribe([src], on_assign=lambda _c, ps: print(
+        "assigned", sorted(tp.partition for tp in ps), flush=True))
     total = 0
     while True:
         msgs = [m for m in c.consume(BATCH, 0.5) if not m.error()]
@@ -45,10 +47,11 @@ def main(bootstrap: str, src: str, dst: str, group: str, txn_id: str) -> None:
 
 class Copier:
     """One copier process copying ``copy-a`` to ``copy-b`` (group ``copier-group``,
-    transactional id ``copier``); its output goes to ``<out>-<instance>``."""
+    transactional id ``copier``); its output goes to ``<out>-<instance>.log``."""
 
     def __init__(self, bs: str, out: Path, instance: int) -> None:
-        self.out = out.with_name(f"{out.name}-{instance}")
+        # .log: a failed cluster test's report ends with the tail of each *.log in its tmp_path
+        self.out = out.with_name(f"{out.name}-{instance}.log")
         with open(self.out, "wb") as fh:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "tests.helpers.txn_copier", bs, "copy-a", "copy-b",

@@ -54,7 +54,9 @@ def test_copier_killed_three_times_copies_exactly_once(cluster: EmbeddedCluster,
     copiers: list[Copier] = []
     try:
         for instance in range(3):
-            c = Copier(bs, tmp_path / "copier", instance)
+            # paused 100 ms per 50-record transaction: 6 s for the whole source, so each
+            # copier is still copying when it is killed
+            c = Copier(bs, tmp_path / "copier", instance, pause_s=0.1)
             copiers.append(c)
             # let it commit some transactions, then kill it mid-stream
             wait_for(lambda c=c: c.committed() >= 200, 40, f"copier {instance} progress")

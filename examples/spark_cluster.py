@@ -2,13 +2,15 @@
 bootstrap address, each executor one broker (``sparklog cluster spark``, here with Spark's
 ``local-cluster[3,1,1024]``: three executor JVMs on this machine).
 
-The example writes a topic with confluent-kafka and reads it with Spark through the
-bootstrap address, kills one executor JVM (SIGKILL), watches its broker get fenced and
-Spark's replacement executor register as a new broker and take over the lost broker's
-replicas (``broker.replacement.timeout.ms``, 5 s here) until every partition is back on
-three in-sync replicas, reads the first topic again in full, then writes and streams a
-second topic through the same address. The topics have replication factor 3 and
-min.insync.replicas 2, so the lost broker's leaderships move to the other replicas at once.
+The example starts a Structured Streaming query that reads a topic through the bootstrap
+address, writes half the topic's records with confluent-kafka, kills one executor JVM
+(SIGKILL) under the running query, writes the other half, and shows the query still running
+with every record read. Meanwhile the lost broker is fenced and Spark's replacement
+executor registers as a new broker and takes over the lost broker's replicas
+(``broker.replacement.timeout.ms``, 5 s here) until every partition is back on three
+in-sync replicas; a batch read then finds the whole topic again. The topic has replication
+factor 3 and min.insync.replicas 2, so the lost broker's leaderships move to the other
+replicas at once.
 
     python examples/spark_cluster.py          # Linux (it finds the executor by /proc)
 """
@@ -48,13 +50,18 @@ def broker_executors(data_dir: Path) -> dict[int, int]:
     return out
 
 
-def produce(bootstrap: str, topic: str) -> None:
+def produce(bootstrap: str, topic: str, first: int, end: int) -> None:
+    """Records ``first`` .. ``end - 1``, acks=all and idempotent: each is acknowledged once
+    every in-sync replica has it."""
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-    for i in range(N):
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all",
+                         "enable.idempotence": True})
+    for i in range(first, end):
         producer.produce(topic, key=f"k{i % 7}", value=f"{topic}-{i}")
-    assert producer.flush(60) == 0, "not every record was delivered"
+    if producer.flush(60) != 0:
+        raise SystemExit("not every record was delivered")
+    print(f"  wrote records {first}..{end - 1} of '{topic}'")
 
 
 def free_port() -> int:
@@ -116,39 +123,43 @@ def main() -> int:
                            and sorted(p.isrs) == sorted(p.replicas) for p in parts)
 
             print(f"brokers: {states()}")
-            create("before")
-            produce(bootstrap, "before")
+            create("events")
             spark = local_spark("sparklog-spark-cluster")
-            read = (spark.read.format("sparklog").option("bootstrap.servers", bootstrap)
-                    .option("subscribe", "before").load())
-            print(f"Spark read {read.count()} of {N} records from 'before'")
+            query = (spark.readStream.format("sparklog")
+                     .option("bootstrap.servers", bootstrap).option("subscribe", "events")
+                     .option("startingOffsets", "earliest").load()
+                     .writeStream.format("memory").queryName("events_rows")
+                     .trigger(processingTime="1 second").start())
+
+            def streamed() -> int:
+                if query.exception() is not None:
+                    raise SystemExit(f"the stream failed: {query.exception()}")
+                return spark.sql("SELECT count(DISTINCT value) n FROM events_rows").first().n
+
+            produce(bootstrap, "events", 0, N // 2)
+            wait(f"the stream read the first {N // 2} records", lambda: streamed() == N // 2)
 
             executors = broker_executors(Path(tmp) / "data")
             victim = min(executors)
-            print(f"SIGKILL the executor JVM (pid {executors[victim]}) of broker {victim}")
+            print(f"SIGKILL the executor JVM (pid {executors[victim]}) of broker {victim}, "
+                  "under the running stream")
             os.kill(executors[victim], signal.SIGKILL)
+            produce(bootstrap, "events", N // 2, N)  # the producer follows the new leaders
+            wait(f"the stream, still running, read all {N} records",
+                 lambda: streamed() == N and query.isActive)
             wait(f"broker {victim} fenced", lambda: states().get(victim) == "fenced")
             wait("Spark's replacement executor registered as a new broker",
                  lambda: any(n > max(executors) and s == "live" for n, s in states().items()))
             print(f"brokers: {states()}")
-            wait(f"broker {victim}'s replicas moved: 'before' on 3 in-sync replicas again",
-                 lambda: replicated_without("before", victim))
-            again = read.count()
-            print(f"Spark read {again} of {N} records from 'before' after the loss")
-
-            create("after")
-            produce(bootstrap, "after")
-            query = (spark.readStream.format("sparklog")
-                     .option("bootstrap.servers", bootstrap).option("subscribe", "after")
-                     .option("startingOffsets", "earliest").load()
-                     .writeStream.format("memory").queryName("after_rows")
-                     .trigger(availableNow=True).start())
-            query.awaitTermination()
-            streamed = spark.sql("SELECT count(*) n FROM after_rows").first().n
-            print(f"a Spark stream read {streamed} of {N} records from 'after' through the "
-                  "same bootstrap address")
+            wait(f"broker {victim}'s replicas moved: 'events' on 3 in-sync replicas again",
+                 lambda: replicated_without("events", victim))
+            again = (spark.read.format("sparklog").option("bootstrap.servers", bootstrap)
+                     .option("subscribe", "events").load().count())
+            print(f"a batch read found {again} of {N} records after the loss")
+            got = streamed()
+            query.stop()
             spark.stop()
-            return 0 if streamed == N and again == N else 1
+            return 0 if got == N and again == N else 1
         finally:
             cluster.stop()
             print("Spark application stopped")

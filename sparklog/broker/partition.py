@@ -97,6 +97,11 @@ class Partition:
     followers: dict[int, FollowerState] = field(default_factory=dict, init=False)
     leader_epoch_start_offset: int = field(default=UNKNOWN_OFFSET, init=False)
     waiters: Waiters = field(default_factory=Waiters, init=False)
+    # KIP-890's verification guards (leader only): producer id -> the guard its
+    # transactional batches hold while their coordinator is asked; a marker for the producer
+    # (or a leadership change) ends it, so a batch verified before the marker and arriving
+    # after it cannot open a transaction no coordinator knows (one that would hang the LSO)
+    verification_guards: dict[int, object] = field(default_factory=dict, init=False)
 
     def __repr__(self) -> str:
         role = "leader" if self.is_leader else f"follower of {self.leader_id}"
@@ -119,6 +124,8 @@ class Partition:
         self.replicas, self.isr = list(replicas), list(isr)
         self.pending_isr = None
         self.is_leader = new_leader
+        if moved:
+            self.verification_guards.clear()  # markers may have come through another leader
         if not new_leader:
             self.followers = {}
             self.leader_epoch_start_offset = UNKNOWN_OFFSET
@@ -139,6 +146,20 @@ class Partition:
         self.maybe_advance_hw()
         self.waiters.wake()
         return Transition.LEADER if moved else Transition.UNCHANGED
+
+    # -- leader: transactional batches being verified (KIP-890) ----------------------------
+
+    def start_verification(self, producer_id: int) -> object:
+        """The guard of ``producer_id``'s batches being verified now (shared by concurrent
+        ones: they belong to the same transaction)."""
+        return self.verification_guards.setdefault(producer_id, object())
+
+    def verification_holds(self, producer_id: int, guard: object) -> bool:
+        """No marker for the producer (nor a leadership change) came since ``guard``."""
+        return self.verification_guards.get(producer_id) is guard
+
+    def end_verification(self, producer_id: int) -> None:
+        self.verification_guards.pop(producer_id, None)
 
     def check_epoch(self, current_leader_epoch: int) -> None:
         """A client's or replica's idea of the leader epoch against ours (-1: not given)."""

@@ -90,6 +90,9 @@ class LocalMarkerWriter:
                 continue
             out[(topic, partition)] = ErrorCode.NONE
             waits.append(written)
+            marked = self._replicas.get(topic, partition)
+            if marked is not None:
+                marked.end_verification(producer_id)  # batches verified before it: refused
             if topic == CONSUMER_OFFSETS:
                 self._on_offsets_marker(partition, producer_id, commit)
         return out, waits

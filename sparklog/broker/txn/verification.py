@@ -10,7 +10,11 @@ asked with AddPartitionsToTxn v4 ``verify_only``, as Kafka's
 ``AddPartitionsToTxnManager`` does, except when the partition's producer state already has
 this producer's transaction open at this epoch: one of its batches was verified before it
 got in, and the marker that closes it ends that (Kafka's verification state lives in the
-same place), so one question per partition and transaction, no cache to keep. While the
+same place), so one question per partition and transaction, no cache to keep. A batch
+holds its partition's verification guard for its producer while the coordinator is asked
+(``Partition.start_verification``); a marker for the producer ends the guard, and a batch
+whose guard ended meanwhile is refused with INVALID_TXN_STATE (Kafka's VerificationGuard):
+verified before the marker, appended after it, it would open a transaction that hangs. While the
 coordinator cannot answer (unknown, unreachable, loading, busy), the batch gets
 NOT_ENOUGH_REPLICAS, which producers retry, as Kafka answers them.
 """
@@ -64,8 +68,21 @@ class TxnVerifier:
         if len(records) < BATCH_HEADER_SIZE:
             return E.NONE
         h = read_header(records)
+        p = self._replicas.get(*tp)
+        guard = None if p is None else p.start_verification(h.producer_id)
         err = await self.verify_partition(transactional_id, h.producer_id, h.producer_epoch,
                                           tp)
+        if p is not None and guard is not None:
+            if err == E.NONE and not p.verification_holds(h.producer_id, guard):
+                # Kafka's VerificationGuard: a marker ended the transaction while the
+                # coordinator's answer was on its way; appended now (the caller appends
+                # without awaiting), the batch would open a transaction nobody ends
+                log.info("%s-%d: a marker for producer %d came while its batch was being "
+                         "verified: refused", tp[0], tp[1], h.producer_id)
+                return E.INVALID_TXN_STATE
+            if err not in (E.NONE, E.NOT_ENOUGH_REPLICAS) \
+                    and p.verification_holds(h.producer_id, guard):
+                p.end_verification(h.producer_id)  # refused for good: keep no guard
         return E.INVALID_PRODUCER_EPOCH if err == E.PRODUCER_FENCED else err
 
     async def verify_partition(self, transactional_id: str, producer_id: int,

@@ -194,3 +194,66 @@ def test_admin_requests_report_per_resource_errors(tmp_path: Path) -> None:
         assert (ip.error_code, ip.producer_id) == (E.INVALID_TRANSACTION_TIMEOUT, -1)
 
     with_broker(tmp_path, body)
+
+
+def test_a_batch_verified_before_its_transactions_marker_is_refused_after_it(
+        tmp_path: Path) -> None:
+    """KIP-890's VerificationGuard: the coordinator answers that the batch's partition is in
+    the transaction, and before that answer is acted on the client aborts the transaction
+    and its marker lands. Appended then, the batch would open a transaction no coordinator
+    knows and hold the partition's LSO forever; it gets INVALID_TXN_STATE and the log holds
+    only the marker. (The answer's time on the wire is a gate after the real verification.)"""
+    from sparklog.protocol.messages import transactions as tx
+    from tests.helpers.batches import make_batch
+    from tests.helpers.requests import produce_request
+
+    async def body(b: Broker) -> None:
+        while True:  # the transaction state topic loads after the first ask
+            init = await call(b, ApiKey.INIT_PRODUCER_ID, 4, tx.InitProducerIdRequest(
+                transactional_id="race", transaction_timeout_ms=60_000))
+            if init.error_code != E.COORDINATOR_LOAD_IN_PROGRESS \
+                    and init.error_code != E.COORDINATOR_NOT_AVAILABLE:
+                break
+            await asyncio.sleep(0.05)
+        assert init.error_code == E.NONE
+        pid, epoch = init.producer_id, init.producer_epoch
+        add = tx.AddPartitionsToTxnRequest
+        added = await call(b, ApiKey.ADD_PARTITIONS_TO_TXN, 3, add(
+            v3_and_below_transactional_id="race", v3_and_below_producer_id=pid,
+            v3_and_below_producer_epoch=epoch,
+            v3_and_below_topics=[add.AddPartitionsToTxnTopic(name=TOPIC, partitions=[0])]))
+        assert added.results_by_topic_v3_and_below[0].results_by_partition[0] \
+            .partition_error_code == E.NONE
+
+        verifier = b.txn_verifier
+        real = verifier.verify_partition
+        answered, delivered = asyncio.Event(), asyncio.Event()
+
+        async def answer_on_the_wire(*args: Any) -> E:
+            code = await real(*args)  # the coordinator: in the transaction
+            answered.set()
+            await delivered.wait()  # ... and the answer still on its way back
+            return code
+
+        verifier.verify_partition = answer_on_the_wire  # type: ignore[method-assign]
+        batch = make_batch(3, producer_id=pid, producer_epoch=epoch, base_sequence=0,
+                           is_transactional=True, ts=None)
+        produce = asyncio.create_task(call(b, ApiKey.PRODUCE, 8, produce_request(
+            TOPIC, 0, batch, transactional_id="race")))
+        await answered.wait()
+        assert (await call(b, ApiKey.END_TXN, 3, tx.EndTxnRequest(
+            transactional_id="race", producer_id=pid, producer_epoch=epoch,
+            committed=False))).error_code == E.NONE
+        plog = b.replica_manager.get(TOPIC, 0).log
+        for _ in range(200):  # the ABORT marker, written by the coordinator
+            if plog.log_end_offset == 1:
+                break
+            await asyncio.sleep(0.01)
+        assert plog.log_end_offset == 1
+        delivered.set()
+        part = (await produce).responses[0].partition_responses[0]
+        assert part.error_code == E.INVALID_TXN_STATE
+        assert plog.log_end_offset == 1  # the marker alone
+        assert plog.last_stable_offset == plog.high_watermark == 1  # nothing left open
+
+    with_broker(tmp_path, body)

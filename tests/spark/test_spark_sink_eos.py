@@ -61,6 +61,27 @@ def _assert_exactly_once(got: list[bytes], expected: list[bytes]) -> None:
     assert (sum(missing.values()), sum(extra.values())) == (0, 0), (missing, extra)
 
 
+def _failing_write(spark, start: int, end: int, tasks: int, bs: str, topic: str,
+                   **options: str) -> None:
+    """``df.write`` of the values start..end-1 in ``tasks`` tasks, whose last task fails on
+    its last row ("deliberate failure"), after it has written (some of) its rows."""
+    from pyspark.sql.functions import udf
+
+    last = str(end - 1)
+
+    def fail_last(v: str) -> str:
+        if v == last:
+            raise RuntimeError("deliberate failure")
+        return v
+
+    bad = spark.range(start, end, numPartitions=tasks).selectExpr("CAST(id AS STRING) AS v")
+    writer = bad.select(udf(fail_last, "string")("v").alias("value")).write.format(
+        "sparklog").option("bootstrap.servers", bs).option("topic", topic)
+    for key, value in options.items():
+        writer = writer.option(key, value)
+    writer.mode("append").save()
+
+
 def test_stream_copy_exactly_once_through_two_driver_kills_and_a_failed_task(
         spark, bootstrap, topic_factory, admin, tmp_path):
     src, out = topic_factory(partitions=2), topic_factory(partitions=2)
@@ -100,7 +121,6 @@ def test_exactly_once_false_keeps_the_at_least_once_path(spark, bootstrap, topic
 
 def test_batch_write_is_exactly_once_and_a_failed_job_leaves_nothing(
         spark, bootstrap, topic_factory, admin):
-    from pyspark.sql.functions import udf
 
     t = topic_factory(partitions=2)
     df = spark.range(0, 100, numPartitions=2).selectExpr("CAST(id AS STRING) AS value")
@@ -109,16 +129,9 @@ def test_batch_write_is_exactly_once_and_a_failed_job_leaves_nothing(
     got = ck_read_to_end(bootstrap, t, 2)
     _assert_exactly_once([m.value for m in got], [b"%d" % i for i in range(100)])
 
-    def fail_last(v: str) -> str:
-        if v == "199":  # partition 1's last row: the task has written (some of) its rows
-            raise RuntimeError("deliberate failure")
-        return v
-
-    bad = spark.range(100, 200, numPartitions=2).selectExpr("CAST(id AS STRING) AS v")
+    # partition 1's last row: the task has written (some of) its rows
     with pytest.raises(Exception, match="deliberate failure"):
-        bad.select(udf(fail_last, "string")("v").alias("value")).write.format(
-            "sparklog").option("bootstrap.servers", bootstrap).option("topic", t).mode(
-            "append").save()
+        _failing_write(spark, 100, 200, 2, bootstrap, t)
     # the aborted write's rows are not visible, not even those of its finished task
     _assert_exactly_once([m.value for m in ck_read_to_end(bootstrap, t, 2)],
                          [b"%d" % i for i in range(100)])
@@ -172,7 +185,6 @@ def test_batch_write_is_exactly_once_on_a_replicated_cluster(spark, tmp_path):
     commit record and the commits go through brokers that mostly do not coordinate them
     (KIP-890 verification broker to broker), and a read_committed reader sees every row
     once; a failed job leaves nothing visible and no transaction open."""
-    from pyspark.sql.functions import udf
 
     from sparklog.client import AdminClient
     from tests.cluster.conftest import CLUSTER_CONFIG, cluster_of
@@ -193,16 +205,8 @@ def test_batch_write_is_exactly_once_on_a_replicated_cluster(spark, tmp_path):
         want = [b"%d" % i for i in range(300)]
         _assert_exactly_once([m.value for m in ck_read_to_end(bs, t, 3)], want)
 
-        def fail_last(v: str) -> str:
-            if v == "599":  # the last task's last row: it has written (some of) its rows
-                raise RuntimeError("deliberate failure")
-            return v
-
-        bad = spark.range(300, 600, numPartitions=3).selectExpr("CAST(id AS STRING) AS v")
         with pytest.raises(Exception, match="deliberate failure"):
-            bad.select(udf(fail_last, "string")("v").alias("value")).write.format(
-                "sparklog").option("bootstrap.servers", bs).option("topic", t).option(
-                "exactlyOnce", "true").mode("append").save()
+            _failing_write(spark, 300, 600, 3, bs, t, exactlyOnce="true")
         _assert_exactly_once([m.value for m in ck_read_to_end(bs, t, 3)], want)
         with AdminClient({"bootstrap.servers": bs}) as admin:
             assert _open_txns(admin, "sparklog-write-") == []

@@ -14,8 +14,8 @@ same place), so one question per partition and transaction, no cache to keep. A 
 holds its partition's verification guard for its producer while the coordinator is asked
 (``Partition.start_verification``); a marker for the producer ends the guard, and a batch
 whose guard ended meanwhile is refused with INVALID_TXN_STATE (Kafka's VerificationGuard):
-verified before the marker, appended after it, it would open a transaction that hangs. While the
-coordinator cannot answer (unknown, unreachable, loading, busy), the batch gets
+verified before the marker, appended after it, it would open a transaction that hangs.
+While the coordinator cannot answer (unknown, unreachable, loading, busy), the batch gets
 NOT_ENOUGH_REPLICAS, which producers retry, as Kafka answers them.
 """
 
@@ -72,7 +72,7 @@ class TxnVerifier:
         guard = None if p is None else p.start_verification(h.producer_id)
         err = await self.verify_partition(transactional_id, h.producer_id, h.producer_epoch,
                                           tp)
-        if p is not None and guard is not None:
+        if p is not None:
             if err == E.NONE and not p.verification_holds(h.producer_id, guard):
                 # Kafka's VerificationGuard: a marker ended the transaction while the
                 # coordinator's answer was on its way; appended now (the caller appends

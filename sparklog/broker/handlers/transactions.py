@@ -127,7 +127,7 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: TopLevel) -> To
     gc = ctx.broker.group_coordinator
     if gc is None:
         results = dict.fromkeys(offsets, E.COORDINATOR_NOT_AVAILABLE)
-    elif (err := await ctx.broker.txn_verifier.verify_partition(
+    elif (err := await ctx.broker.txn_verifier.verify_guarded(
             request.transactional_id, request.producer_id, request.producer_epoch,
             (CONSUMER_OFFSETS, gc.store.partition_for(request.group_id)))) != E.NONE:
         # KIP-890: offsets only into a transaction that has the group's partition (after

@@ -68,22 +68,29 @@ class TxnVerifier:
         if len(records) < BATCH_HEADER_SIZE:
             return E.NONE
         h = read_header(records)
+        err = await self.verify_guarded(transactional_id, h.producer_id, h.producer_epoch, tp)
+        return E.INVALID_PRODUCER_EPOCH if err == E.PRODUCER_FENCED else err
+
+    async def verify_guarded(self, transactional_id: str, producer_id: int,
+                             producer_epoch: int, tp: TopicPartition) -> ErrorCode:
+        """``verify_partition`` under the partition's verification guard: NONE only if no
+        marker for the producer reached ``tp`` while the coordinator was asked, so what
+        the caller writes next (it writes without awaiting) is still in the transaction."""
         p = self._replicas.get(*tp)
-        guard = None if p is None else p.start_verification(h.producer_id)
-        err = await self.verify_partition(transactional_id, h.producer_id, h.producer_epoch,
-                                          tp)
+        guard = None if p is None else p.start_verification(producer_id)
+        err = await self.verify_partition(transactional_id, producer_id, producer_epoch, tp)
         if p is not None:
-            if err == E.NONE and not p.verification_holds(h.producer_id, guard):
+            if err == E.NONE and not p.verification_holds(producer_id, guard):
                 # Kafka's VerificationGuard: a marker ended the transaction while the
-                # coordinator's answer was on its way; appended now (the caller appends
-                # without awaiting), the batch would open a transaction nobody ends
-                log.info("%s-%d: a marker for producer %d came while its batch was being "
-                         "verified: refused", tp[0], tp[1], h.producer_id)
+                # coordinator's answer was on its way; written now, the batch (or the
+                # offsets) would open a transaction nobody ends
+                log.info("%s-%d: a marker for producer %d came while its write was being "
+                         "verified: refused", tp[0], tp[1], producer_id)
                 return E.INVALID_TXN_STATE
             if err not in (E.NONE, E.NOT_ENOUGH_REPLICAS) \
-                    and p.verification_holds(h.producer_id, guard):
-                p.end_verification(h.producer_id)  # refused for good: keep no guard
-        return E.INVALID_PRODUCER_EPOCH if err == E.PRODUCER_FENCED else err
+                    and p.verification_holds(producer_id, guard):
+                p.end_verification(producer_id)  # refused for good: keep no guard
+        return err
 
     async def verify_partition(self, transactional_id: str, producer_id: int,
                                producer_epoch: int, tp: TopicPartition) -> ErrorCode:

@@ -196,64 +196,118 @@ def test_admin_requests_report_per_resource_errors(tmp_path: Path) -> None:
     with_broker(tmp_path, body)
 
 
+async def _open_transaction(b: Broker, txn_id: str) -> tuple[int, int]:
+    """InitProducerId for ``txn_id`` (once the state topic has loaded) and TOPIC-0 added."""
+    from sparklog.protocol.messages import transactions as tx
+
+    while True:
+        init = await call(b, ApiKey.INIT_PRODUCER_ID, 4, tx.InitProducerIdRequest(
+            transactional_id=txn_id, transaction_timeout_ms=60_000))
+        if init.error_code not in (E.COORDINATOR_LOAD_IN_PROGRESS, E.COORDINATOR_NOT_AVAILABLE):
+            break
+        await asyncio.sleep(0.05)
+    assert init.error_code == E.NONE
+    add = tx.AddPartitionsToTxnRequest
+    added = await call(b, ApiKey.ADD_PARTITIONS_TO_TXN, 3, add(
+        v3_and_below_transactional_id=txn_id, v3_and_below_producer_id=init.producer_id,
+        v3_and_below_producer_epoch=init.producer_epoch,
+        v3_and_below_topics=[add.AddPartitionsToTxnTopic(name=TOPIC, partitions=[0])]))
+    assert added.results_by_topic_v3_and_below[0].results_by_partition[0] \
+        .partition_error_code == E.NONE
+    return init.producer_id, init.producer_epoch
+
+
+async def _verified_then_aborted(b: Broker, txn_id: str, pid: int, epoch: int,
+                                 write: Awaitable[Any], marked: tuple[str, int]) -> Any:
+    """Run ``write`` with the coordinator's yes held on the wire (a gate after the real
+    verification) until EndTxn(abort) has put its marker in ``marked``; its answer."""
+    from sparklog.protocol.messages import transactions as tx
+
+    verifier = b.txn_verifier
+    real = verifier.verify_partition
+    answered, delivered = asyncio.Event(), asyncio.Event()
+
+    async def answer_on_the_wire(*args: Any) -> E:
+        code = await real(*args)  # the coordinator: in the transaction
+        answered.set()
+        await delivered.wait()  # ... and the answer still on its way back
+        return code
+
+    verifier.verify_partition = answer_on_the_wire  # type: ignore[method-assign]
+    task = asyncio.ensure_future(write)
+    await answered.wait()
+    plog = b.replica_manager.get(*marked).log
+    before = plog.log_end_offset
+    assert (await call(b, ApiKey.END_TXN, 3, tx.EndTxnRequest(
+        transactional_id=txn_id, producer_id=pid, producer_epoch=epoch,
+        committed=False))).error_code == E.NONE
+    for _ in range(200):  # the ABORT marker, written by the coordinator
+        if plog.log_end_offset > before:
+            break
+        await asyncio.sleep(0.01)
+    assert plog.log_end_offset == before + 1
+    delivered.set()
+    return await task
+
+
 def test_a_batch_verified_before_its_transactions_marker_is_refused_after_it(
         tmp_path: Path) -> None:
     """KIP-890's VerificationGuard: the coordinator answers that the batch's partition is in
     the transaction, and before that answer is acted on the client aborts the transaction
     and its marker lands. Appended then, the batch would open a transaction no coordinator
     knows and hold the partition's LSO forever; it gets INVALID_TXN_STATE and the log holds
-    only the marker. (The answer's time on the wire is a gate after the real verification.)"""
-    from sparklog.protocol.messages import transactions as tx
+    only the marker."""
     from tests.helpers.batches import make_batch
     from tests.helpers.requests import produce_request
 
     async def body(b: Broker) -> None:
-        while True:  # the transaction state topic loads after the first ask
-            init = await call(b, ApiKey.INIT_PRODUCER_ID, 4, tx.InitProducerIdRequest(
-                transactional_id="race", transaction_timeout_ms=60_000))
-            if init.error_code != E.COORDINATOR_LOAD_IN_PROGRESS \
-                    and init.error_code != E.COORDINATOR_NOT_AVAILABLE:
-                break
-            await asyncio.sleep(0.05)
-        assert init.error_code == E.NONE
-        pid, epoch = init.producer_id, init.producer_epoch
-        add = tx.AddPartitionsToTxnRequest
-        added = await call(b, ApiKey.ADD_PARTITIONS_TO_TXN, 3, add(
-            v3_and_below_transactional_id="race", v3_and_below_producer_id=pid,
-            v3_and_below_producer_epoch=epoch,
-            v3_and_below_topics=[add.AddPartitionsToTxnTopic(name=TOPIC, partitions=[0])]))
-        assert added.results_by_topic_v3_and_below[0].results_by_partition[0] \
-            .partition_error_code == E.NONE
-
-        verifier = b.txn_verifier
-        real = verifier.verify_partition
-        answered, delivered = asyncio.Event(), asyncio.Event()
-
-        async def answer_on_the_wire(*args: Any) -> E:
-            code = await real(*args)  # the coordinator: in the transaction
-            answered.set()
-            await delivered.wait()  # ... and the answer still on its way back
-            return code
-
-        verifier.verify_partition = answer_on_the_wire  # type: ignore[method-assign]
+        pid, epoch = await _open_transaction(b, "race")
         batch = make_batch(3, producer_id=pid, producer_epoch=epoch, base_sequence=0,
                            is_transactional=True, ts=None)
-        produce = asyncio.create_task(call(b, ApiKey.PRODUCE, 8, produce_request(
-            TOPIC, 0, batch, transactional_id="race")))
-        await answered.wait()
-        assert (await call(b, ApiKey.END_TXN, 3, tx.EndTxnRequest(
-            transactional_id="race", producer_id=pid, producer_epoch=epoch,
-            committed=False))).error_code == E.NONE
+        resp = await _verified_then_aborted(b, "race", pid, epoch, call(
+            b, ApiKey.PRODUCE, 8, produce_request(TOPIC, 0, batch, transactional_id="race")),
+            (TOPIC, 0))
+        assert resp.responses[0].partition_responses[0].error_code == E.INVALID_TXN_STATE
         plog = b.replica_manager.get(TOPIC, 0).log
-        for _ in range(200):  # the ABORT marker, written by the coordinator
-            if plog.log_end_offset == 1:
-                break
-            await asyncio.sleep(0.01)
-        assert plog.log_end_offset == 1
-        delivered.set()
-        part = (await produce).responses[0].partition_responses[0]
-        assert part.error_code == E.INVALID_TXN_STATE
         assert plog.log_end_offset == 1  # the marker alone
         assert plog.last_stable_offset == plog.high_watermark == 1  # nothing left open
+
+    with_broker(tmp_path, body)
+
+
+def test_offsets_verified_before_their_transactions_marker_are_refused_after_it(
+        tmp_path: Path) -> None:
+    """The same race for TxnOffsetCommit: offsets verified before the ABORT marker reached
+    the group's offsets partition would stay pending in the group for good (no marker
+    would ever settle them); they get INVALID_TXN_STATE and nothing is pending."""
+    from sparklog.protocol.messages import transactions as tx
+
+    async def body(b: Broker) -> None:
+        pid, epoch = await _open_transaction(b, "race-offsets")
+        gc = b.group_coordinator
+        assert gc is not None
+        group = next(g for g in (f"g{i}" for i in range(20)) if gc.serves(g))
+        # the group committed before (the offsets topic is created by its first write)
+        oc_req = API_BY_KEY[ApiKey.OFFSET_COMMIT].request
+        oc = await call(b, ApiKey.OFFSET_COMMIT, 8, req(
+            ApiKey.OFFSET_COMMIT, group_id=group, generation_id_or_member_epoch=-1, topics=[
+                oc_req.OffsetCommitRequestTopic(name=TOPIC, partitions=[
+                    oc_req.OffsetCommitRequestPartition(partition_index=0,
+                                                        committed_offset=0)])]))
+        assert oc.topics[0].partitions[0].error_code == E.NONE
+        assert (await call(b, ApiKey.ADD_OFFSETS_TO_TXN, 3, tx.AddOffsetsToTxnRequest(
+            transactional_id="race-offsets", producer_id=pid, producer_epoch=epoch,
+            group_id=group))).error_code == E.NONE
+        toc = tx.TxnOffsetCommitRequest
+        commit = call(b, ApiKey.TXN_OFFSET_COMMIT, 3, toc(
+            transactional_id="race-offsets", group_id=group, producer_id=pid,
+            producer_epoch=epoch, member_id="", topics=[toc.TxnOffsetCommitRequestTopic(
+                name=TOPIC, partitions=[toc.TxnOffsetCommitRequestPartition(
+                    partition_index=0, committed_offset=1, committed_metadata="")])]))
+        resp = await _verified_then_aborted(b, "race-offsets", pid, epoch, commit,
+                                            (CONSUMER_OFFSETS, gc.store.partition_for(group)))
+        assert resp.topics[0].partitions[0].error_code == E.INVALID_TXN_STATE
+        g = gc.groups.get(group)
+        assert g is None or pid not in g.pending_txn_offsets
 
     with_broker(tmp_path, body)

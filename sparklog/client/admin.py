@@ -395,7 +395,8 @@ class AdminClient(SyncClient):
                      ) -> dict[TopicPartition, tuple[int, int]]:
         """{tp: spec} (-2 earliest, -1 latest, -3 max timestamp, >= 0 timestamp) ->
         {tp: (offset, timestamp)}, offset -1 when no such record."""
-        specs = {TopicPartition(tp[0], tp[1]): int(v) for tp, v in specs.items()}
+        specs = {tp if type(tp) is TopicPartition else TopicPartition(tp[0], tp[1]): int(v)
+                 for tp, v in specs.items()}
         return self._call(list_offsets(self._client, specs, parse_isolation(isolation_level)))
 
     def delete_records(self, before: dict[TopicPartition, int],

@@ -302,6 +302,12 @@ class AsyncClient:
         return (time.monotonic() - self.metadata.updated_at) * 1000 < \
             self.config.metadata_max_age_ms
 
+    def cached_leader(self, tp: TopicPartition) -> int | None:
+        """The node id leading ``tp`` if the cached metadata knows it and is younger than
+        metadata.max.age.ms (what ``leader_id(tp, fresh=True)`` answers without a round
+        trip), else None."""
+        return self.metadata.leader_for(tp) if self._fresh() else None
+
     async def leader_id(self, tp: TopicPartition, *, fresh: bool = False) -> int:
         """The node id leading ``tp``, from metadata (fetched again when the partition has no
         known leader, or with ``fresh`` when the cached metadata is older than

@@ -83,12 +83,16 @@ class OffsetReader:
         if self._discovered is not None and now - self._discovered[0] <= max_age_s:
             return list(self._discovered[1])
         topics = self._with_retries(self.admin.list_topics)
+        from sparklog.client import TopicPartition
+
+        # TopicPartition keys (equal to the plain tuples): ``_list`` then sends them as they
+        # are, with no new key object per partition and question
         out: list[TopicPartitionKey] = []
         for name, meta in topics.items():
             if getattr(meta, "is_internal", False) and sub.kind == "subscribePattern":
                 continue
             if sub.matches(name):
-                out.extend((name, int(p)) for p in meta.partitions)
+                out.extend(TopicPartition(name, int(p)) for p in meta.partitions)
         out.sort()
         self._discovered = (now, out)
         return list(out)
@@ -128,11 +132,14 @@ class OffsetReader:
             return {}
         from sparklog.client import TopicPartition
 
-        request = {TopicPartition(t, p): spec for (t, p), spec in specs.items()}
+        request = {
+            tp if type(tp) is TopicPartition else TopicPartition(tp[0], tp[1]): spec
+            for tp, spec in specs.items()
+        }
         result = self._with_retries(
             lambda: self.admin.list_offsets(request, isolation_level=self.options.isolation_level)
         )
-        return {(tp[0], tp[1]): int(off_ts[0]) for tp, off_ts in result.items()}
+        return {tp: off_ts[0] for tp, off_ts in result.items()}
 
     def earliest(self, tps: Iterable[TopicPartitionKey]) -> PartitionOffsets:
         return self._list(dict.fromkeys(tps, EARLIEST))

@@ -1,9 +1,11 @@
 """Replication cost: RF1 acks=1 vs RF3 acks=all (min.insync.replicas=2) on one 3-broker
 cluster, same run, same client (confluent-kafka), 100-byte records.
 
-The cluster (``sparklog.cluster.InProcessCluster``: a controller and three brokers whose
-followers replicate over real sockets) runs in a child process so the client does not share
-its interpreter. Each mode produces to a fresh topic with P partitions (linger 5 ms):
+The cluster is a controller and three brokers, each its own process
+(``sparklog.cluster.LocalCluster``, what ``sparklog cluster start`` runs), as in a
+deployment; ``--cluster in-process`` runs them instead on one event loop in one child process
+(``InProcessCluster``, the tests' cluster), where the leader's and both followers' work
+share one interpreter. Each mode produces to a fresh topic with P partitions (linger 5 ms):
 
 * at full speed, N records: records/s, and the produce latency (CreateTime to delivery
   report) p50/p99, which at full speed is mostly time queued in the client;
@@ -17,17 +19,23 @@ throughput; p99 <= 3x RF1's.
 
     .venv/bin/python bench/replication.py [--n 300000] [--partitions 3] [--reps 3]
                                           [--rate 50000] [--paced-n 100000]
+                                          [--cluster processes|in-process]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
+
+from _net import free_port
 
 if TYPE_CHECKING:
     from confluent_kafka import Message
@@ -36,12 +44,48 @@ VALUE = b"x" * 100
 
 
 def serve(data_dir: str) -> None:
-    """Child: run the cluster until stdin closes."""
+    """Child (``--cluster in-process``): run the cluster until stdin closes."""
     from sparklog.cluster import InProcessCluster
 
     with InProcessCluster(data_dir, brokers=3) as c:
         print(c.bootstrap_servers, flush=True)
         sys.stdin.read()
+
+
+@contextlib.contextmanager
+def cluster(kind: str, data_dir: str) -> Iterator[str]:
+    """A 3-broker cluster for the run; yields its bootstrap servers."""
+    if kind == "in-process":
+        child = subprocess.Popen([sys.executable, __file__, "--serve", data_dir],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            assert child.stdout is not None
+            yield child.stdout.readline().strip()
+        finally:
+            assert child.stdin is not None
+            child.stdin.close()
+            child.wait(60)
+        return
+    from sparklog.cluster.local import LocalCluster
+
+    for _attempt in range(5):  # the controller's port and the three after it must be free
+        port = free_port()
+        if port + 3 <= 65535 and all(_port_free(port + i) for i in range(1, 4)):
+            break
+    local = LocalCluster(data_dir, brokers=3, port=port).start()
+    try:
+        yield local.bootstrap_servers
+    finally:
+        local.stop()
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
 
 
 def produce(bootstrap: str, topic: str, n: int, acks: str,
@@ -94,6 +138,13 @@ def create(bootstrap: str, topic: str, partitions: int, rf: int, configs: dict[s
     admin.create_topics([NewTopic(topic, partitions, rf, config=configs)])[topic].result(30)
 
 
+def delete(bootstrap: str, topic: str) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.delete_topics([topic])[topic].result(30)
+
+
 def pct(xs: list[float], q: float) -> float:
     return statistics.quantiles(xs, n=100)[int(q) - 1]
 
@@ -110,6 +161,8 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--rate", type=float, default=50_000)
     ap.add_argument("--paced-n", type=int, default=100_000)
+    ap.add_argument("--cluster", choices=("processes", "in-process"), default="processes",
+                    help="a process per node (default), or every node in one child process")
     ap.add_argument("--serve", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.serve:
@@ -117,27 +170,24 @@ def main() -> None:
         return
     # mode -> [(records/s, p50, p99, paced p50, paced p99)]
     results: dict[str, list[tuple[float, ...]]] = {m[0]: [] for m in MODES}
-    with tempfile.TemporaryDirectory() as d:
-        child = subprocess.Popen([sys.executable, __file__, "--serve", d],
-                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        try:
-            assert child.stdout is not None
-            bootstrap = child.stdout.readline().strip()
-            for rep in range(args.reps):
-                for i, (mode, rf, acks, configs) in enumerate(MODES):
-                    topic = f"bench-{i}-{rep}"
-                    create(bootstrap, topic, args.partitions, rf, configs)
-                    rate, lat = produce(bootstrap, topic, args.n, acks)
-                    _, paced = produce(bootstrap, topic, args.paced_n, acks, args.rate)
-                    row = (rate, pct(lat, 50), pct(lat, 99), pct(paced, 50), pct(paced, 99))
-                    results[mode].append(row)
-                    print(f"{mode} rep {rep}: {rate:,.0f} records/s, p50 {row[1]:.1f} ms, "
-                          f"p99 {row[2]:.1f} ms; at {args.rate:,.0f}/s p50 {row[3]:.1f} ms, "
-                          f"p99 {row[4]:.1f} ms", flush=True)
-        finally:
-            assert child.stdin is not None
-            child.stdin.close()
-            child.wait(60)
+    with tempfile.TemporaryDirectory() as d, cluster(args.cluster, d) as bootstrap:
+        for rep in range(args.reps):
+            for i, (mode, rf, acks, configs) in enumerate(MODES):
+                topic = f"bench-{i}-{rep}"
+                create(bootstrap, topic, args.partitions, rf, configs)
+                rate, lat = produce(bootstrap, topic, args.n, acks)
+                _, paced = produce(bootstrap, topic, args.paced_n, acks, args.rate)
+                row = (rate, pct(lat, 50), pct(lat, 99), pct(paced, 50), pct(paced, 99))
+                results[mode].append(row)
+                # Each measured topic goes once measured, so every mode writes into the same
+                # amount of page cache: on this machine's VM, memory past ~4 GiB in use is
+                # fresh to the host and written ~9x slower (3 GiB/s -> 0.34 GiB/s, measured
+                # with plain 512 MiB file writes to /dev/shm), which otherwise slows whichever
+                # mode runs after the cluster has written a few GiB (RF3 writes 3x the bytes).
+                delete(bootstrap, topic)
+                print(f"{mode} rep {rep}: {rate:,.0f} records/s, p50 {row[1]:.1f} ms, "
+                      f"p99 {row[2]:.1f} ms; at {args.rate:,.0f}/s p50 {row[3]:.1f} ms, "
+                      f"p99 {row[4]:.1f} ms", flush=True)
     med = {m: tuple(statistics.median(r[i] for r in rows) for i in range(5))
            for m, rows in results.items()}
     print(f"medians of {args.reps} reps, {args.n:,} records full speed, {args.paced_n:,} at "

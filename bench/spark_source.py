@@ -428,9 +428,10 @@ def partitions_sweep(bootstrap: str, counts: list[int], args: argparse.Namespace
               flush=True)
         print(f"    median phases, sparklog batches: {phases}")
         print(f"    median phases, floor batches:    {floor_phases}", flush=True)
-    print(f"latency at {args.rate} records/s over {max(counts)} partitions (produce -> "
-          f"foreachBatch) / 1-row micro-batch floor: median of {len(ratios)} rounds "
-          f"{statistics.median(ratios):.2f}x (target <= 1.5x)")
+    if ratios:
+        print(f"latency at {args.rate} records/s over {max(counts)} partitions (produce -> "
+              f"foreachBatch) / 1-row micro-batch floor: median of {len(ratios)} rounds "
+              f"{statistics.median(ratios):.2f}x (target <= 1.5x)")
     spark.stop()
     return 0
 

@@ -82,7 +82,9 @@ class OffsetReader:
         now = time.monotonic()
         if self._discovered is not None and now - self._discovered[0] <= max_age_s:
             return list(self._discovered[1])
-        topics = self._with_retries(self.admin.list_topics)
+        # a topic list asks for those topics only; a pattern has to see every topic
+        named = sub.topics if sub.kind == "subscribe" else None
+        topics = self._with_retries(self.admin.list_topics, None, named)
         from sparklog.client import TopicPartition
 
         # TopicPartition keys (equal to the plain tuples): ``_list`` then sends them as they

@@ -461,6 +461,11 @@ def _median_phases(progress: list[dict]) -> dict[str, float]:
             for k in keys} if progress else {}
 
 
+def _last_batch_id(q) -> int:  # noqa: ANN001
+    last = q.lastProgress
+    return -1 if last is None else last["batchId"]
+
+
 def latency(spark, bootstrap, topic, rate, seconds, work):  # noqa: ANN001, ANN201
     """Produce-to-foreachBatch latency (p50, p99) in ms, and the median batch phases."""
     seen: list[float] = []
@@ -488,16 +493,16 @@ def latency(spark, bootstrap, topic, rate, seconds, work):  # noqa: ANN001, ANN2
          "--rate", str(rate), "--latency-seconds", str(warm + seconds)]
     )
     time.sleep(warm)
-    seen_before, progress_before = len(seen), len(q.recentProgress)
+    # Spark keeps the last 100 progress reports only: the window is by batch id, not index
+    seen_before, first_batch = len(seen), _last_batch_id(q)
     time.sleep(seconds)
-    seen_after, progress_after = len(seen), len(q.recentProgress)
+    seen_after, last_batch = len(seen), _last_batch_id(q)
     producer.wait(60)
     time.sleep(2)
     q.stop()
     samples = sorted(seen[seen_before:seen_after])
-    phases = _median_phases(
-        [p for p in q.recentProgress[progress_before:progress_after] if p["numInputRows"]]
-    )
+    phases = _median_phases([p for p in q.recentProgress
+                             if first_batch < p["batchId"] <= last_batch and p["numInputRows"]])
     if not samples:
         return (float("nan"), float("nan")), phases
     p99 = samples[min(len(samples) - 1, int(len(samples) * 0.99))]

@@ -5,12 +5,21 @@ wrapper filesystem that fails or delays a fraction of calls.
 s3fs talks to it as it would to AWS) and stops it in ``stop``. ``FaultyFileSystem`` wraps a
 real fsspec filesystem: each call the tier makes fails with ``OSError`` with probability
 ``fail_rate`` (a 5xx, a timeout) or sleeps ``delay_s`` first with probability
-``delay_rate`` (throttling), from a seeded RNG so a failing run repeats; while its ``gate``
-is cleared every call hangs (a store that stopped answering).
+``delay_rate`` (throttling), and an upload stores only the first half of the file with
+probability ``partial_rate`` (then fails, or claims success: a short object), from a seeded
+RNG so a failing run repeats; while its ``gate`` is cleared every call hangs (a store that
+stopped answering).
+
+``FaultyStore`` is a ``FaultyFileSystem`` that fsspec builds from a URL (``faulty://...``
+with string options), so a broker *process* can be pointed at a faulty store
+(``tests/helpers/faulty_store_server.py`` registers it); a test changes the faults of the
+running broker through a control file (``FaultSwitch``).
 """
 
 from __future__ import annotations
 
+import json
+import os
 import random
 import socket
 import subprocess
@@ -26,7 +35,7 @@ from fsspec import AbstractFileSystem
 from tests.helpers.net import free_port
 from tests.helpers.polling import wait_for
 
-__all__ = ["FaultyFileSystem", "MotoS3"]
+__all__ = ["FaultSwitch", "FaultyFileSystem", "FaultyStore", "MotoS3"]
 
 
 class MotoS3:
@@ -90,7 +99,8 @@ class FaultyFileSystem(AbstractFileSystem):
     protocol = "faulty"
 
     def __init__(self, inner: AbstractFileSystem, *, fail_rate: float = 0.0,
-                 delay_rate: float = 0.0, delay_s: float = 0.05, seed: int = 0) -> None:
+                 delay_rate: float = 0.0, delay_s: float = 0.05, partial_rate: float = 0.0,
+                 seed: int = 0) -> None:
         super().__init__()
         self.inner = inner
         # while cleared, every call waits for it (a store that hangs); set by default
@@ -100,10 +110,12 @@ class FaultyFileSystem(AbstractFileSystem):
         self.fail_rate = fail_rate
         self.delay_rate = delay_rate
         self.delay_s = delay_s
+        self.partial_rate = partial_rate
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self.calls = 0
         self.failures = 0
+        self.partials = 0  # uploads that stored only part of the file
 
     def _fault(self, what: str) -> None:
         if not self.gate.is_set():
@@ -127,9 +139,29 @@ class FaultyFileSystem(AbstractFileSystem):
         self._fault("makedirs")
         self.inner.makedirs(path, exist_ok=exist_ok)
 
+    def _partial(self) -> tuple[bool, bool]:
+        """(store only part of this upload, and then fail it)."""
+        if self.partial_rate <= 0:  # no draw: seeded runs without partial uploads repeat
+            return False, False
+        with self._lock:
+            cut = self._rng.random() < self.partial_rate
+            fail = self._rng.random() < 0.5
+            self.partials += cut
+        return cut, fail
+
     def put_file(self, lpath: str, rpath: str, **kw: Any) -> None:
         self._fault("put_file")
-        self.inner.put_file(lpath, rpath, **kw)
+        cut, fail = self._partial()
+        if not cut:
+            self.inner.put_file(lpath, rpath, **kw)
+            return
+        data = Path(lpath).read_bytes()
+        self.inner.pipe_file(rpath, data[: len(data) // 2])
+        if fail:
+            raise OSError(f"injected fault: upload of {rpath} cut off")
+
+    def invalidate_cache(self, path: str | None = None) -> None:
+        self.inner.invalidate_cache(path)  # s3fs keeps listings
 
     def pipe_file(self, path: str, value: bytes, **kw: Any) -> None:
         self._fault("pipe_file")
@@ -166,3 +198,93 @@ class FaultyFileSystem(AbstractFileSystem):
     def find(self, path: str, **kw: Any) -> Any:
         self._fault("find")
         return self.inner.find(path, **kw)
+
+
+class FaultyStore(FaultyFileSystem):
+    """``FaultyFileSystem`` that fsspec builds from a URL and string options (a broker's
+    ``remote.log.storage.url`` and ``remote.log.storage.options.<key>``).
+
+    ``faulty://<path>``: ``<path>`` as the real store names it (``faulty:///abs/dir`` for
+    ``file``, ``faulty://bucket/prefix`` for ``s3``). Options: ``target_protocol`` (the real
+    store, default ``file``), ``fail_rate``, ``delay_rate``, ``delay_s``, ``partial_rate``,
+    ``seed``, ``control_file``; any other goes to the real store (s3fs's ``endpoint_url``,
+    ``key``, ``secret``). With ``control_file`` a thread applies that JSON file's faults
+    every ``CONTROL_INTERVAL_S`` (the same keys, plus ``hang``: calls wait while it is true;
+    a key left out takes the URL's value) and writes what it applied with the counters to
+    ``<control_file>.state`` (``FaultSwitch`` is the test's end of both files).
+    """
+
+    protocol = "faulty"
+    CONTROL_INTERVAL_S = 0.05
+
+    def __init__(self, target_protocol: str = "file", *, fail_rate: str | float = 0.0,
+                 delay_rate: str | float = 0.0, delay_s: str | float = 0.05,
+                 partial_rate: str | float = 0.0, seed: str | int = 0,
+                 control_file: str = "", **target_options: Any) -> None:
+        self.defaults = {"fail_rate": float(fail_rate), "delay_rate": float(delay_rate),
+                         "delay_s": float(delay_s), "partial_rate": float(partial_rate)}
+        inner = fsspec.filesystem(target_protocol, skip_instance_cache=True, **target_options)
+        super().__init__(inner, seed=int(seed), **self.defaults)
+        if control_file:
+            threading.Thread(target=self._follow, args=(FaultSwitch(Path(control_file)),),
+                             name="faulty-store-control", daemon=True).start()
+
+    def apply(self, control: dict[str, Any]) -> None:
+        """Set the faults ``control`` names, the URL's values for the others."""
+        for key, default in self.defaults.items():
+            setattr(self, key, float(control.get(key, default)))
+        if control.get("hang"):
+            self.gate.clear()
+        else:
+            self.gate.set()
+
+    def _follow(self, switch: FaultSwitch) -> None:
+        written = None
+        while True:
+            control = switch.control()
+            if control is not None:
+                self.apply(control)
+            state = {"control": control or {}, "calls": self.calls, "failures": self.failures,
+                     "partials": self.partials, "waiting": self.waiting}
+            if state != written:
+                _write_json(switch.state_path, state)
+                written = state
+            time.sleep(self.CONTROL_INTERVAL_S)
+
+
+class FaultSwitch:
+    """The faults of a ``FaultyStore`` in another process: ``set`` writes its control file
+    and returns once the store applied it; ``state`` is what it applied and counted (calls,
+    failures, partials: partial uploads, waiting: calls hanging now)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.state_path = path.with_name(path.name + ".state")
+
+    def control(self) -> dict[str, Any] | None:
+        """The control file's faults ({} without one), None when it cannot be read."""
+        try:
+            return json.loads(self.path.read_text())
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError):
+            return None
+
+    def set(self, timeout: float = 10.0, **faults: float | bool) -> None:
+        """Replace the faults (none given: a healthy store); waits until they apply."""
+        _write_json(self.path, faults)
+        wait_for(lambda: self.state().get("control") == faults, timeout,
+                 f"the store to apply {faults}")
+
+    def state(self) -> dict[str, Any]:
+        try:
+            return json.loads(self.state_path.read_text())
+        except (OSError, ValueError):
+            return {}
+
+
+def _write_json(path: Path, value: object) -> None:
+    """Replace ``path`` whole (a reader sees the old content or the new)."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(value))
+    os.replace(tmp, path)

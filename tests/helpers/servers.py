@@ -19,20 +19,25 @@ from pathlib import Path
 
 from tests.helpers.polling import wait_until
 
-__all__ = ["REPO", "ServerProcess"]
+__all__ = ["REPO", "SPARKLOG_MAIN", "ServerProcess"]
 
 REPO = Path(__file__).resolve().parents[2]
+SPARKLOG_MAIN = "sparklog.cli.main"  # the module ``python -m`` runs (the console script's)
 LISTENING = b"sparklog server listening"  # the line server_cmd prints once it accepts
 
 
 class ServerProcess:
     """``sparklog server --data-dir DATA --port PORT [extra...]``; its output goes to
-    ``server-<port>.log`` beside the data directory."""
+    ``server-<port>.log`` beside the data directory. ``module``: what ``python -m`` runs,
+    a test launcher that prepares the process before it calls sparklog's ``main`` (e.g.
+    ``tests.helpers.faulty_store_server``)."""
 
-    def __init__(self, data_dir: Path, port: int, extra: list[str] | None = None) -> None:
+    def __init__(self, data_dir: Path, port: int, extra: list[str] | None = None,
+                 module: str = SPARKLOG_MAIN) -> None:
         self.data_dir = data_dir
         self.port = port
         self.extra = extra or []
+        self.module = module
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = data_dir.parent / f"server-{port}.log"
         self._start_at = 0  # the log's size when the running process was launched
@@ -52,7 +57,7 @@ class ServerProcess:
         self._start_at = self.log_path.stat().st_size if self.log_path.exists() else 0
         with open(self.log_path, "ab") as logf:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "sparklog.cli.main", "server", "--data-dir",
+                [sys.executable, "-m", self.module, "server", "--data-dir",
                  str(self.data_dir), "--port", str(self.port), *self.extra],
                 stdout=logf, stderr=subprocess.STDOUT, cwd=str(REPO),
             )

@@ -3,7 +3,7 @@
 (``cluster``, an embedded broker per module, comes from ``tests/conftest.py``.)
 - ``server_factory``: starts ``sparklog server`` as a subprocess (for restart tests) and
   kills whatever is still running at teardown; tests stop it with SIGTERM, the way an
-  operator would.
+  operator would. ``module=`` runs a test launcher instead of sparklog's CLI module.
 - ``kafka_wire``: a tiny raw-protocol client on top of sparklog.protocol, for bad-input tests
   that third-party clients cannot produce; every connection it opened is closed at teardown.
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.net import free_port
-from tests.helpers.servers import ServerProcess
+from tests.helpers.servers import SPARKLOG_MAIN, ServerProcess
 from tests.helpers.wire import KafkaWire
 
 
@@ -25,8 +25,8 @@ def server_factory(tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
     started: list[ServerProcess] = []
 
     def make(data_dir: Path | None = None, port: int | None = None,
-             extra: list[str] | None = None) -> ServerProcess:
-        s = ServerProcess(data_dir or tmp_path / "data", port or free_port(), extra)
+             extra: list[str] | None = None, module: str = SPARKLOG_MAIN) -> ServerProcess:
+        s = ServerProcess(data_dir or tmp_path / "data", port or free_port(), extra, module)
         started.append(s)
         return s
 

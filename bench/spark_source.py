@@ -95,8 +95,10 @@ def sparklog_stream(spark, bootstrap: str, topic: str, per_batch: int):  # noqa:
     )
 
 
-def run_query(df, ckpt: str, *, available_now: bool = True, stop_after_rows: int | None = None):  # noqa: ANN001
-    """(rows, wall seconds, batches, busy seconds) of ``df`` into the noop sink."""
+def run_query(df, ckpt: str, *, available_now: bool = True, stop_after_rows: int | None = None,  # noqa: ANN001
+              progress_out: list | None = None):
+    """(rows, wall seconds, batches, busy seconds) of ``df`` into the noop sink; the
+    query's progress reports are appended to ``progress_out`` when given."""
     w = df.writeStream.format("noop").option("checkpointLocation", ckpt)
     w = w.trigger(availableNow=True) if available_now else w.trigger(processingTime="0 seconds")
     t0 = time.monotonic()
@@ -113,6 +115,8 @@ def run_query(df, ckpt: str, *, available_now: bool = True, stop_after_rows: int
                 break
         q.stop()
     progress = [p for p in q.recentProgress if p["numInputRows"]]
+    if progress_out is not None:
+        progress_out.extend(q.recentProgress)
     rows = sum(p["numInputRows"] for p in progress)
     busy = sum(p["durationMs"]["triggerExecution"] for p in progress) / 1000
     return rows, wall, len(progress), busy

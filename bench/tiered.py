@@ -161,11 +161,17 @@ def bench_spark(args: argparse.Namespace, workdir: str, options: dict[str, str])
                 for k, v in {"subscribe": "sparked", "startingOffsets": "earliest",
                              "storageReads": mode, **storage}.items():
                     r = r.option(k, v)
+                progress: list[dict] = []
                 rows, wall, _batches, _busy = run_query(
-                    r.load(), os.path.join(workdir, f"ckpt-{mode}-{rep}"))
+                    r.load(), os.path.join(workdir, f"ckpt-{mode}-{rep}"),
+                    progress_out=progress)
                 assert rows == total, (mode, rows, total)
+                # where the query's time goes: each phase summed over its micro-batches
+                phases = {k: sum(p["durationMs"].get(k, 0) for p in progress)
+                          for k in ("latestOffset", "queryPlanning", "addBatch", "walCommit",
+                                    "commitOffsets", "triggerExecution")}
                 print(f"  spark {mode:5s} rep {rep}: {fmt_rate(rows / wall)} rows/s "
-                      f"({wall:.1f} s)", flush=True)
+                      f"({wall:.1f} s; ms per phase {phases})", flush=True)
                 if rep:
                     out.setdefault(mode, []).append(rows / wall)
         out.update(in_process_reads(b.bootstrap, parts, storage))

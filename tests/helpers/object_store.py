@@ -160,9 +160,6 @@ class FaultyFileSystem(AbstractFileSystem):
         if fail:
             raise OSError(f"injected fault: upload of {rpath} cut off")
 
-    def invalidate_cache(self, path: str | None = None) -> None:
-        self.inner.invalidate_cache(path)  # s3fs keeps listings
-
     def pipe_file(self, path: str, value: bytes, **kw: Any) -> None:
         self._fault("pipe_file")
         self.inner.pipe_file(path, value, **kw)
@@ -198,6 +195,9 @@ class FaultyFileSystem(AbstractFileSystem):
     def find(self, path: str, **kw: Any) -> Any:
         self._fault("find")
         return self.inner.find(path, **kw)
+
+    def invalidate_cache(self, path: str | None = None) -> None:
+        self.inner.invalidate_cache(path)  # s3fs keeps listings
 
 
 class FaultyStore(FaultyFileSystem):
@@ -240,11 +240,13 @@ class FaultyStore(FaultyFileSystem):
 
     def _follow(self, switch: FaultSwitch) -> None:
         written = None
+        applied: dict[str, Any] = {}
         while True:
             control = switch.control()
-            if control is not None:
+            if control is not None:  # else a file being replaced: the faults stay
                 self.apply(control)
-            state = {"control": control or {}, "calls": self.calls, "failures": self.failures,
+                applied = control
+            state = {"control": applied, "calls": self.calls, "failures": self.failures,
                      "partials": self.partials, "waiting": self.waiting}
             if state != written:
                 _write_json(switch.state_path, state)

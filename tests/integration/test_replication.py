@@ -247,6 +247,55 @@ def test_an_offset_commit_is_acknowledged_only_once_the_isr_has_it(tmp_path: Pat
         assert committed_offsets(c.bootstrap_servers, "g", "oc", [0]) == {0: 5}
 
 
+def test_a_sync_group_hands_out_assignments_only_once_the_isr_has_the_group(
+        tmp_path: Path) -> None:
+    """The group's metadata record, written when the leader's SyncGroup arrives, is on the
+    whole ISR before SyncGroup answers (Kafka's storeGroup): with the offsets partition's
+    followers not fetching (and still in the ISR), SyncGroup answers COORDINATOR_NOT_AVAILABLE
+    and no assignment once offsets.commit.timeout.ms runs out; the member rejoins once they
+    fetch again and gets its assignment."""
+    from sparklog.protocol.messages import groups as grp
+
+    with InProcessCluster(tmp_path, brokers=3, config={
+            "replica.lag.time.max.ms": "30000", "replica.fetch.backoff.ms": "100",
+            "offsets.topic.num.partitions": "1", "offsets.commit.timeout.ms": "500",
+            "group.initial.rebalance.delay.ms": "0"}) as c:
+        create_topic(c.bootstrap_servers, "sg", 1, 1)
+        commit_offsets(c.bootstrap_servers, "g", "sg", {0: 1})  # creates the offsets topic
+        leader = c.controller.image.topics[CONSUMER_OFFSETS].partitions[0].leader
+        followers = [n for n in (1, 2, 3) if n != leader]
+        wire = KafkaWire(f"127.0.0.1:{c.brokers[leader].port}")
+
+        def join(member_id: str) -> grp.JoinGroupResponse:
+            return wire.call(ApiKey.JOIN_GROUP, 5, grp.JoinGroupRequest(
+                group_id="sync-g", session_timeout_ms=30000, rebalance_timeout_ms=30000,
+                member_id=member_id, protocol_type="consumer",
+                protocols=[grp.JoinGroupRequest.JoinGroupRequestProtocol(name="range",
+                                                                         metadata=b"m")]))
+
+        def sync(member_id: str, generation: int, assignment: bytes) -> grp.SyncGroupResponse:
+            return wire.call(ApiKey.SYNC_GROUP, 3, grp.SyncGroupRequest(
+                group_id="sync-g", generation_id=generation, member_id=member_id,
+                assignments=[grp.SyncGroupRequest.SyncGroupRequestAssignment(
+                    member_id=member_id, assignment=assignment)]))
+
+        try:
+            member = join("").member_id  # MEMBER_ID_REQUIRED hands out the id
+            _stop_fetchers(c, *followers)
+            joined = join(member)
+            assert (joined.error_code, joined.leader) == (ErrorCode.NONE, member)
+            synced = sync(member, joined.generation_id, b"first")
+            assert synced.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+            assert synced.assignment == b""
+            _start_fetchers(c, *followers)
+            joined = join(member)
+            assert joined.error_code == ErrorCode.NONE
+            synced = sync(member, joined.generation_id, b"second")
+            assert (synced.error_code, synced.assignment) == (ErrorCode.NONE, b"second")
+        finally:
+            wire.close()
+
+
 def test_a_follower_behind_the_leaders_log_start_starts_over_there(
         cluster: InProcessCluster) -> None:
     """OFFSET_OUT_OF_RANGE below the leader's log start (DeleteRecords moved it past the

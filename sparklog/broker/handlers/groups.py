@@ -116,6 +116,15 @@ async def handle_sync_group(ctx: RequestContext, request: TopLevel) -> TopLevel:
         {a.member_id: bytes(a.assignment) for a in request.assignments},
         protocol_type=request.protocol_type, protocol_name=request.protocol_name,
     )
+    if res.error == ErrorCode.NONE:
+        # the assignment is handed out once the group's metadata record (written when the
+        # leader's SyncGroup arrived) is on every in-sync replica, as Kafka's storeGroup
+        # does: a coordinator failover then finds the group the members were told about
+        failed = await _group_write_replicated(ctx, request.group_id)
+        if failed is not None:
+            return cls(throttle_time_ms=0, error_code=int(failed),
+                       protocol_type=res.protocol_type, protocol_name=res.protocol_name,
+                       assignment=b"")
     return cls(throttle_time_ms=0, error_code=int(res.error),
                protocol_type=res.protocol_type, protocol_name=res.protocol_name,
                assignment=res.assignment)
@@ -182,14 +191,10 @@ async def handle_offset_commit(ctx: RequestContext, request: TopLevel) -> TopLev
         results.update(gc.commit_offsets(
             request.group_id, request.generation_id_or_member_epoch, request.member_id or "",
             request.group_instance_id, offsets, retention))
-        wait = ctx.broker.group_write_wait(request.group_id)
-        if wait is not None and ErrorCode.NONE in results.values():
+        if ErrorCode.NONE in results.values():
             # acknowledged once every in-sync replica of the offsets partition has it
-            timeout_ms = int(ctx.broker.config.get("offsets.commit.timeout.ms"))
-            failed = await wait_replicated(ctx.park, [wait], timeout_ms)
-            if failed:
-                code = _COMMIT_WRITE_ERRORS.get(next(iter(failed.values())),
-                                                ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            code = await _group_write_replicated(ctx, request.group_id)
+            if code is not None:
                 for tp, c in results.items():
                     if c == ErrorCode.NONE:
                         results[tp] = code
@@ -199,10 +204,25 @@ async def handle_offset_commit(ctx: RequestContext, request: TopLevel) -> TopLev
     return cls(throttle_time_ms=0, topics=[RT(name=n, partitions=ps) for n, ps in topics.items()])
 
 
-# Kafka's answer to a commit whose write failed to replicate (GroupMetadataManager): the
-# coordinator moved (NOT_COORDINATOR) or cannot make it durable now (COORDINATOR_NOT_AVAILABLE)
-_COMMIT_WRITE_ERRORS = {ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
-                        ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR}
+# Kafka's answer to a group write (commit or group metadata) that failed to replicate
+# (GroupMetadataManager): the coordinator moved (NOT_COORDINATOR) or cannot make it durable
+# now (COORDINATOR_NOT_AVAILABLE)
+_GROUP_WRITE_ERRORS = {ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+                       ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR}
+
+
+async def _group_write_replicated(ctx: RequestContext, group_id: str) -> ErrorCode | None:
+    """Wait until every write to ``group_id``'s offsets partition so far is on its whole
+    ISR (``offsets.commit.timeout.ms`` at most); None when it is, else the error a group
+    request answers with."""
+    wait = ctx.broker.group_write_wait(group_id)
+    if wait is None:
+        return None
+    timeout_ms = int(ctx.broker.config.get("offsets.commit.timeout.ms"))
+    failed = await wait_replicated(ctx.park, [wait], timeout_ms)
+    if not failed:
+        return None
+    return _GROUP_WRITE_ERRORS.get(next(iter(failed.values())), ErrorCode.COORDINATOR_NOT_AVAILABLE)
 
 
 # v5 leader epoch, v6 flexible, v7 require_stable (no pending transactional offsets yet).

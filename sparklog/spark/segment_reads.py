@@ -294,19 +294,28 @@ def _reader_store(url: str, options: tuple[tuple[str, str], ...]) -> RemoteStore
 
 def aborted_transactions(
     store: RemoteStore, txn_indexes: Sequence[tuple[str, int]], start: int, end: int
-) -> list[tuple[int, int]]:
-    """(producer id, first offset) of every transaction aborted in ``[start, end)``, from
-    ``.txnindex`` objects in Kafka's layout: what a Fetch response's aborted_transactions
-    says for the same range, as ``decode_fetched`` takes it."""
-    out: list[tuple[int, int]] = []
+) -> list[tuple[int, int, int]]:
+    """(producer id, first offset, marker offset) of every transaction aborted in
+    ``[start, end)``, from ``.txnindex`` objects in Kafka's layout, in first-offset order.
+    A read from offset X passes ``decode_fetched`` those whose marker is at or after X
+    (``overlapping``): what a Fetch response from X lists."""
+    out: list[tuple[int, int, int]] = []
     for path, size in txn_indexes:
         data = store.read_range(path, 0, size) if size else b""
         for off in range(0, len(data) - _TXN_ENTRY.size + 1, _TXN_ENTRY.size):
             _version, pid, first, last, _lso = _TXN_ENTRY.unpack_from(data, off)
             if first < end and last >= start:
-                out.append((pid, first))
+                out.append((pid, first, last))
     out.sort(key=lambda a: a[1])
     return out
+
+
+def overlapping(aborted: Sequence[tuple[int, int, int]], offset: int) -> list[tuple[int, int]]:
+    """(producer id, first offset) of the ``aborted`` transactions a read from ``offset``
+    must drop: those whose ABORT marker is at or after it. One whose marker lies before
+    ``offset`` ended there: listing it would drop its producer's later records (its next,
+    committed, transaction) with no marker in the read to end it."""
+    return [(pid, first) for pid, first, last in aborted if last >= offset]
 
 
 def read_planned(
@@ -364,7 +373,7 @@ def _read_segment(
     end: int,
     options: SourceOptions,
     read_committed: bool,
-    aborted: list[tuple[int, int]],
+    aborted: list[tuple[int, int, int]],
     verify_crc: bool,
 ) -> Iterator[pa.RecordBatch]:
     """Rows of ``seg`` with ``start`` <= offset < ``end``, one batch per window read."""
@@ -385,8 +394,10 @@ def _read_segment(
             carry = buf
             continue
         used = sum(size for _base, _next, size in complete)
+        # each window is decoded on its own, like one Fetch response from its first batch
         dec = decode_fetched(memoryview(buf)[:used], start_offset=start, end_offset=end,
-                             read_committed=read_committed, aborted=aborted,
+                             read_committed=read_committed,
+                             aborted=overlapping(aborted, complete[0][0]),
                              verify_crc=verify_crc)
         if dec.batch.num_rows:
             yield record_rows(dec.batch, (tp,), (dec.batch.num_rows,), options.include_headers)

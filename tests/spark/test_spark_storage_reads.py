@@ -130,10 +130,10 @@ def test_batch_reads_from_the_bucket_give_the_brokers_rows(spark, bootstrap, adm
 
 
 def _stream(spark, bootstrap: str, topic: str, mode: str, out: Path, ckpt: Path, *,  # noqa: ANN001
-            available_now: bool = True):  # noqa: ANN202
+            available_now: bool = True, **extra: str):  # noqa: ANN202
     df = source(spark, bootstrap, subscribe=topic, startingOffsets="earliest",
                 includeHeaders="true", storageReads=mode, maxOffsetsPerTrigger=700,
-                minRecordsPerPartition=1, **STREAM)
+                minRecordsPerPartition=1, **STREAM, **extra)
     w = (df.selectExpr(*COLUMNS).writeStream.format("parquet").option("path", str(out))
          .option("checkpointLocation", str(ckpt)))
     w = w.trigger(availableNow=True) if available_now else w.trigger(processingTime="0 seconds")
@@ -259,3 +259,63 @@ def test_read_committed_skips_a_transaction_begun_in_the_bucket_and_aborted_loca
     # read_uncommitted: no transaction matters, the bucket part is the whole upload
     (uncommitted,) = _bucket_tasks(bootstrap, t, **{"isolation.level": "read_uncommitted"})
     assert uncommitted.bucket_end == _uploaded_end(fs, str(bucket_root), t, 0)
+
+
+def test_spark_reads_transactions_from_the_bucket_as_the_brokers_give_them(
+        spark, bootstrap, admin, bucket_root, tmp_path):
+    """Committed and aborted transactions over two partitions, each followed by plain
+    records, most of them in uploaded segments and the rest in the local tails: batch reads
+    under read_committed and read_uncommitted, and an AvailableNow stream under
+    read_committed, give with ``storageReads=auto`` exactly the rows of ``never`` (no aborted
+    record under read_committed, every record under read_uncommitted)."""
+    from confluent_kafka import Producer
+
+    from sparklog.client import NewTopic
+
+    t = f"txns-{uuid.uuid4().hex[:10]}"
+    admin.create_topics([NewTopic(t, num_partitions=2, config=TOPIC)])
+    wait_for(lambda: t in admin.list_topics(), 10, f"topic {t}")
+    txn = ck_txn_producer(bootstrap, f"{t}-id", **{"batch.size": 2048})
+    plain = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.size": 2048})
+    committed: set[bytes] = set()
+    aborted: set[bytes] = set()
+    for i in range(9):
+        txn.begin_transaction()
+        values = [f"txn{i}-{j}".encode() + b"." * 150 for j in range(40)]
+        for j, v in enumerate(values):
+            txn.produce(t, value=v, partition=j % 2)
+        txn.flush(30)
+        for k in range(20):
+            plain.produce(t, value=f"plain{i}-{k}".encode() + b"." * 150, partition=k % 2)
+        assert plain.flush(30) == 0
+        if i % 3 == 1:
+            txn.abort_transaction(30)
+            aborted.update(values)
+        else:
+            txn.commit_transaction(30)
+            committed.update(values)
+    fs = fsspec.filesystem("file")
+    for p in (0, 1):  # 9 x 31 offsets per partition (records and markers); most uploaded
+        wait_for(lambda p=p: _uploaded_end(fs, str(bucket_root), t, p) > 180, 30,
+                 f"{t}-{p} mostly uploaded")
+    assert {(r.topic, r.partition) for r in _bucket_tasks(bootstrap, t)} == {(t, 0), (t, 1)}
+
+    for level in ("read_committed", "read_uncommitted"):
+        never = _batch(spark, bootstrap, t, "never", **{"isolation.level": level})
+        auto = _batch(spark, bootstrap, t, "auto", **{"isolation.level": level})
+        assert _headers_as_tuples(auto) == _headers_as_tuples(never)
+        values = {r[3] for r in never}
+        assert committed <= values
+        if level == "read_committed":
+            assert not values & aborted and len(never) == len(committed) + 9 * 20
+        else:
+            assert aborted <= values and len(never) == 9 * 60
+
+    results = {}
+    for mode in ("never", "auto"):
+        q = _stream(spark, bootstrap, t, mode, tmp_path / mode, tmp_path / f"ckpt-{mode}",
+                    **{"isolation.level": "read_committed"})
+        assert q.awaitTermination(300) and q.exception() is None
+        results[mode] = _parquet_rows(spark, tmp_path / mode)
+    assert len(results["never"]) == len(committed) + 9 * 20
+    assert results["auto"] == results["never"]

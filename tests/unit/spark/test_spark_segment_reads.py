@@ -13,6 +13,7 @@ from sparklog.spark.segment_reads import (
     BucketRange,
     aborted_transactions,
     committed_end,
+    overlapping,
     split_at_upload,
 )
 from sparklog.storage.producer_state import ProducerStateEntry, ProducerStateManager
@@ -107,6 +108,11 @@ def test_aborted_transactions_come_from_the_txnindex(tmp_path):
     store.put_bytes(f"{tmp_path}/a.txnindex", data)
     store.put_bytes(f"{tmp_path}/b.txnindex", entry.pack(0, 5, 2, 90, 90))
     indexes = [(f"{tmp_path}/a.txnindex", len(data)), (f"{tmp_path}/b.txnindex", 34)]
-    assert aborted_transactions(store, indexes, 25, 61) == [(5, 2), (8, 30), (9, 60)]
-    assert aborted_transactions(store, indexes, 0, 100) == [(5, 2), (7, 10), (8, 30), (9, 60)]
+    assert aborted_transactions(store, indexes, 25, 61) == [(5, 2, 90), (8, 30, 45),
+                                                            (9, 60, 70)]
+    every = aborted_transactions(store, indexes, 0, 100)
+    assert every == [(5, 2, 90), (7, 10, 20), (8, 30, 45), (9, 60, 70)]
     assert aborted_transactions(store, [], 0, 100) == []
+    # a read from offset 21 on: 7's marker (20) is behind it, so 7 is not aborted there
+    assert overlapping(every, 21) == [(5, 2), (8, 30), (9, 60)]
+    assert overlapping(every, 20) == [(5, 2), (7, 10), (8, 30), (9, 60)]

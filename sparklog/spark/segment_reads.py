@@ -29,7 +29,9 @@ that still fails after ``RemoteStore``'s retries.
 
 Aborted transactions come from the uploaded ``.txnindex`` objects (``aborted_transactions``,
 the one hook a transactions implementation plugs into): the planner lists, under
-read_committed, those of every uploaded segment from the range's first one on. A transaction
+read_committed, those of every uploaded segment from the range's first one on, and each
+window is decoded with those whose ABORT marker is at or after its first batch
+(``overlapping``), as a Fetch from there lists them. A transaction
 still open at the upload's end has its marker (ABORT or COMMIT) in the local tail, in no
 uploaded ``.txnindex``; so under read_committed the bucket part ends at the first offset of
 the earliest such transaction (``committed_end``, from the producer snapshot uploaded with the

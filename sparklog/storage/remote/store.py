@@ -71,9 +71,10 @@ class RemoteStore:
         """The store at ``url``; ``create``: make its root directory (a broker's store; a
         reader's only reads)."""
         fs, root = fsspec.url_to_fs(url, **dict(options or {}))
-        if create:
-            fs.makedirs(root, exist_ok=True)
-        return cls(fs, root, retry)
+        store = cls(fs, root, retry)
+        if create:  # retried like every other call: one failed request must not stop a broker
+            store.makedirs(root)
+        return store
 
     # -- layout
     def topic_dir(self, topic: str, topic_id: bytes | str) -> str:

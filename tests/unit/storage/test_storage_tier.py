@@ -23,7 +23,7 @@ from sparklog.storage.remote.follower import tier_start
 from sparklog.storage.remote.manager import RemoteLogManager
 from sparklog.storage.remote.store import RemoteStore, RetryPolicy
 from tests.helpers.batches import append_committed, append_marker, make_batch, txn_batch
-from tests.helpers.object_store import FaultyFileSystem
+from tests.helpers.object_store import FaultyFileSystem, FaultyStore
 from tests.helpers.polling import wait_for
 
 TOPIC_ID = uuid.UUID(int=0x1234).bytes
@@ -336,6 +336,17 @@ def test_store_faults_are_retried_and_never_list_a_partial_upload(tmp_path):
             pass  # retriable: the consumer fetches again
     assert b"".join(got) == original
     inner.rm(root, recursive=True)
+
+
+def test_a_store_that_fails_at_start_up_is_retried(tmp_path):
+    """A broker's store makes its root directory through the retry policy: one failed
+    request (here the first of all, seed 1) does not stop the broker from starting."""
+    fsspec.register_implementation(FaultyStore.protocol, FaultyStore, clobber=True)
+    store = RemoteStore.from_url(f"faulty://{tmp_path}/tier",
+                                 {"target_protocol": "file", "fail_rate": "0.5", "seed": "1"},
+                                 RetryPolicy(attempts=5, initial_backoff_ms=1))
+    assert store.fs.failures == 1 and store.fs.calls == 2
+    assert (tmp_path / "tier").is_dir()
 
 
 def test_a_new_leader_with_other_segment_boundaries_continues_the_manifest(tmp_path, store):

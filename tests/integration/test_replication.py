@@ -296,6 +296,50 @@ def test_a_sync_group_hands_out_assignments_only_once_the_isr_has_the_group(
             wire.close()
 
 
+def test_a_static_member_is_told_its_new_id_only_once_the_isr_has_it(tmp_path: Path) -> None:
+    """A static member (group.instance.id) rejoining a stable group with a new member id has
+    the group stored with that id (Kafka's updateStaticMember); JoinGroup answers once the
+    record is on the offsets partition's whole ISR: COORDINATOR_NOT_AVAILABLE while the
+    followers do not fetch, the new id once they do."""
+    from sparklog.protocol.messages import groups as grp
+
+    with InProcessCluster(tmp_path, brokers=3, config={
+            "replica.lag.time.max.ms": "30000", "replica.fetch.backoff.ms": "100",
+            "offsets.topic.num.partitions": "1", "offsets.commit.timeout.ms": "500",
+            "group.initial.rebalance.delay.ms": "0"}) as c:
+        create_topic(c.bootstrap_servers, "st", 1, 1)
+        commit_offsets(c.bootstrap_servers, "g", "st", {0: 1})  # creates the offsets topic
+        leader = c.controller.image.topics[CONSUMER_OFFSETS].partitions[0].leader
+        followers = [n for n in (1, 2, 3) if n != leader]
+        wire = KafkaWire(f"127.0.0.1:{c.brokers[leader].port}")
+
+        def join() -> grp.JoinGroupResponse:  # a static member starting up: no member id
+            return wire.call(ApiKey.JOIN_GROUP, 5, grp.JoinGroupRequest(
+                group_id="static-g", session_timeout_ms=30000, rebalance_timeout_ms=30000,
+                member_id="", group_instance_id="instance-1", protocol_type="consumer",
+                protocols=[grp.JoinGroupRequest.JoinGroupRequestProtocol(name="range",
+                                                                         metadata=b"m")]))
+
+        try:
+            first = join()
+            assert first.error_code == ErrorCode.NONE
+            synced = wire.call(ApiKey.SYNC_GROUP, 3, grp.SyncGroupRequest(
+                group_id="static-g", generation_id=first.generation_id,
+                member_id=first.member_id, group_instance_id="instance-1",
+                assignments=[grp.SyncGroupRequest.SyncGroupRequestAssignment(
+                    member_id=first.member_id, assignment=b"a")]))
+            assert synced.error_code == ErrorCode.NONE  # stable
+            _stop_fetchers(c, *followers)
+            assert join().error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+            _start_fetchers(c, *followers)
+            again = join()
+            assert again.error_code == ErrorCode.NONE
+            assert again.member_id != first.member_id
+            assert again.generation_id == first.generation_id  # no rebalance
+        finally:
+            wire.close()
+
+
 def test_a_follower_behind_the_leaders_log_start_starts_over_there(
         cluster: InProcessCluster) -> None:
     """OFFSET_OUT_OF_RANGE below the leader's log start (DeleteRecords moved it past the

@@ -92,6 +92,14 @@ async def handle_join_group(ctx: RequestContext, request: TopLevel) -> TopLevel:
         request.protocol_type, [(p.name, p.metadata) for p in request.protocols],
         require_known_member_id=ctx.api_version >= 4,
     )
+    if res.error == ErrorCode.NONE and request.group_instance_id is not None:
+        # a static member that replaced its old member id in a stable group had the group
+        # stored with the new id (Kafka's updateStaticMember): on the whole ISR before the
+        # member is told its id, as a SyncGroup's assignment is
+        failed = await _group_write_replicated(ctx, request.group_id)
+        if failed is not None:
+            return cls(error_code=int(failed), generation_id=-1, protocol_name="",
+                       leader="", member_id=request.member_id)
     Member = cls.JoinGroupResponseMember
     return cls(
         throttle_time_ms=0,

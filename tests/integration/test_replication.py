@@ -7,6 +7,7 @@ acknowledged only once replicated."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.errors import ErrorCode
 from sparklog.protocol.internal_topics import CONSUMER_OFFSETS
 from sparklog.protocol.messages import API_BY_KEY
+from sparklog.protocol.messages import groups as grp
 from tests.helpers.batches import make_batch
 from tests.helpers.groups import (
     GROUP_BROKER_CONFIG,
@@ -216,34 +218,63 @@ def test_a_restarted_follower_catches_up_and_rejoins_the_isr(cluster: InProcessC
     assert dmg.none and len(got) == 200, dmg
 
 
+@contextlib.contextmanager
+def _offsets_leader(tmp_path: Path, topic: str
+                    ) -> Iterator[tuple[InProcessCluster, list[int], KafkaWire]]:
+    """A 3-broker cluster whose one ``__consumer_offsets`` partition exists (a first commit
+    to ``topic`` creates it): the cluster, the partition's followers (to stop fetching:
+    they stay in the ISR for 30 s) and a raw connection to its leader, the coordinator,
+    whose group writes time out after 500 ms."""
+    with InProcessCluster(tmp_path, brokers=3, config={
+            "replica.lag.time.max.ms": "30000", "replica.fetch.backoff.ms": "100",
+            "offsets.topic.num.partitions": "1", "offsets.commit.timeout.ms": "500",
+            "group.initial.rebalance.delay.ms": "0"}) as c:
+        create_topic(c.bootstrap_servers, topic, 1, 1)
+        commit_offsets(c.bootstrap_servers, "g", topic, {0: 1})  # creates the offsets topic
+        leader = c.controller.image.topics[CONSUMER_OFFSETS].partitions[0].leader
+        wire = KafkaWire(f"127.0.0.1:{c.brokers[leader].port}")
+        try:
+            yield c, [n for n in (1, 2, 3) if n != leader], wire
+        finally:
+            wire.close()
+
+
+def _join(wire: KafkaWire, group: str, member_id: str, instance_id: str | None = None
+          ) -> grp.JoinGroupResponse:
+    return wire.call(ApiKey.JOIN_GROUP, 5, grp.JoinGroupRequest(
+        group_id=group, session_timeout_ms=30000, rebalance_timeout_ms=30000,
+        member_id=member_id, group_instance_id=instance_id, protocol_type="consumer",
+        protocols=[grp.JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"m")]))
+
+
+def _sync(wire: KafkaWire, group: str, joined: grp.JoinGroupResponse, assignment: bytes,
+          instance_id: str | None = None) -> grp.SyncGroupResponse:
+    """The SyncGroup of a member alone in its group, which therefore leads it."""
+    return wire.call(ApiKey.SYNC_GROUP, 3, grp.SyncGroupRequest(
+        group_id=group, generation_id=joined.generation_id, member_id=joined.member_id,
+        group_instance_id=instance_id, assignments=[
+            grp.SyncGroupRequest.SyncGroupRequestAssignment(member_id=joined.member_id,
+                                                            assignment=assignment)]))
+
+
 def test_an_offset_commit_is_acknowledged_only_once_the_isr_has_it(tmp_path: Path) -> None:
     """The coordinator writes commits with acks=all: with the offsets partition's followers
     not fetching (and still in the ISR), a commit is refused when offsets.commit.timeout.ms
     runs out, and succeeds once they fetch again."""
-    with InProcessCluster(tmp_path, brokers=3, config={
-            "replica.lag.time.max.ms": "30000", "replica.fetch.backoff.ms": "100",
-            "offsets.topic.num.partitions": "1", "offsets.commit.timeout.ms": "500"}) as c:
-        create_topic(c.bootstrap_servers, "oc", 1, 1)
-        commit_offsets(c.bootstrap_servers, "g", "oc", {0: 1})  # creates the offsets topic
-        leader = c.controller.image.topics[CONSUMER_OFFSETS].partitions[0].leader
-        followers = [n for n in (1, 2, 3) if n != leader]
+    with _offsets_leader(tmp_path, "oc") as (c, followers, wire):
         _stop_fetchers(c, *followers)
         cls = API_BY_KEY[ApiKey.OFFSET_COMMIT].request
         commit = cls(group_id="g", generation_id_or_member_epoch=-1, member_id="",
                      group_instance_id=None, topics=[cls.OffsetCommitRequestTopic(
                          name="oc", partitions=[cls.OffsetCommitRequestPartition(
                              partition_index=0, committed_offset=5)])])
-        wire = KafkaWire(f"127.0.0.1:{c.brokers[leader].port}")
-        try:
-            wire.request(ApiKey.OFFSET_COMMIT, 8, commit)
-            resp = wire.response(ApiKey.OFFSET_COMMIT, 8)
-            assert resp.topics[0].partitions[0].error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
-            _start_fetchers(c, *followers)
-            wire.request(ApiKey.OFFSET_COMMIT, 8, commit)
-            resp = wire.response(ApiKey.OFFSET_COMMIT, 8)
-            assert resp.topics[0].partitions[0].error_code == ErrorCode.NONE
-        finally:
-            wire.close()
+        wire.request(ApiKey.OFFSET_COMMIT, 8, commit)
+        resp = wire.response(ApiKey.OFFSET_COMMIT, 8)
+        assert resp.topics[0].partitions[0].error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        _start_fetchers(c, *followers)
+        wire.request(ApiKey.OFFSET_COMMIT, 8, commit)
+        resp = wire.response(ApiKey.OFFSET_COMMIT, 8)
+        assert resp.topics[0].partitions[0].error_code == ErrorCode.NONE
         assert committed_offsets(c.bootstrap_servers, "g", "oc", [0]) == {0: 5}
 
 
@@ -254,46 +285,19 @@ def test_a_sync_group_hands_out_assignments_only_once_the_isr_has_the_group(
     followers not fetching (and still in the ISR), SyncGroup answers COORDINATOR_NOT_AVAILABLE
     and no assignment once offsets.commit.timeout.ms runs out; the member rejoins once they
     fetch again and gets its assignment."""
-    from sparklog.protocol.messages import groups as grp
-
-    with InProcessCluster(tmp_path, brokers=3, config={
-            "replica.lag.time.max.ms": "30000", "replica.fetch.backoff.ms": "100",
-            "offsets.topic.num.partitions": "1", "offsets.commit.timeout.ms": "500",
-            "group.initial.rebalance.delay.ms": "0"}) as c:
-        create_topic(c.bootstrap_servers, "sg", 1, 1)
-        commit_offsets(c.bootstrap_servers, "g", "sg", {0: 1})  # creates the offsets topic
-        leader = c.controller.image.topics[CONSUMER_OFFSETS].partitions[0].leader
-        followers = [n for n in (1, 2, 3) if n != leader]
-        wire = KafkaWire(f"127.0.0.1:{c.brokers[leader].port}")
-
-        def join(member_id: str) -> grp.JoinGroupResponse:
-            return wire.call(ApiKey.JOIN_GROUP, 5, grp.JoinGroupRequest(
-                group_id="sync-g", session_timeout_ms=30000, rebalance_timeout_ms=30000,
-                member_id=member_id, protocol_type="consumer",
-                protocols=[grp.JoinGroupRequest.JoinGroupRequestProtocol(name="range",
-                                                                         metadata=b"m")]))
-
-        def sync(member_id: str, generation: int, assignment: bytes) -> grp.SyncGroupResponse:
-            return wire.call(ApiKey.SYNC_GROUP, 3, grp.SyncGroupRequest(
-                group_id="sync-g", generation_id=generation, member_id=member_id,
-                assignments=[grp.SyncGroupRequest.SyncGroupRequestAssignment(
-                    member_id=member_id, assignment=assignment)]))
-
-        try:
-            member = join("").member_id  # MEMBER_ID_REQUIRED hands out the id
-            _stop_fetchers(c, *followers)
-            joined = join(member)
-            assert (joined.error_code, joined.leader) == (ErrorCode.NONE, member)
-            synced = sync(member, joined.generation_id, b"first")
-            assert synced.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
-            assert synced.assignment == b""
-            _start_fetchers(c, *followers)
-            joined = join(member)
-            assert joined.error_code == ErrorCode.NONE
-            synced = sync(member, joined.generation_id, b"second")
-            assert (synced.error_code, synced.assignment) == (ErrorCode.NONE, b"second")
-        finally:
-            wire.close()
+    with _offsets_leader(tmp_path, "sg") as (c, followers, wire):
+        member = _join(wire, "sync-g", "").member_id  # MEMBER_ID_REQUIRED hands out the id
+        _stop_fetchers(c, *followers)
+        joined = _join(wire, "sync-g", member)
+        assert (joined.error_code, joined.leader) == (ErrorCode.NONE, member)
+        synced = _sync(wire, "sync-g", joined, b"first")
+        assert synced.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert synced.assignment == b""
+        _start_fetchers(c, *followers)
+        joined = _join(wire, "sync-g", member)
+        assert joined.error_code == ErrorCode.NONE
+        synced = _sync(wire, "sync-g", joined, b"second")
+        assert (synced.error_code, synced.assignment) == (ErrorCode.NONE, b"second")
 
 
 def test_a_static_member_is_told_its_new_id_only_once_the_isr_has_it(tmp_path: Path) -> None:
@@ -301,43 +305,20 @@ def test_a_static_member_is_told_its_new_id_only_once_the_isr_has_it(tmp_path: P
     the group stored with that id (Kafka's updateStaticMember); JoinGroup answers once the
     record is on the offsets partition's whole ISR: COORDINATOR_NOT_AVAILABLE while the
     followers do not fetch, the new id once they do."""
-    from sparklog.protocol.messages import groups as grp
-
-    with InProcessCluster(tmp_path, brokers=3, config={
-            "replica.lag.time.max.ms": "30000", "replica.fetch.backoff.ms": "100",
-            "offsets.topic.num.partitions": "1", "offsets.commit.timeout.ms": "500",
-            "group.initial.rebalance.delay.ms": "0"}) as c:
-        create_topic(c.bootstrap_servers, "st", 1, 1)
-        commit_offsets(c.bootstrap_servers, "g", "st", {0: 1})  # creates the offsets topic
-        leader = c.controller.image.topics[CONSUMER_OFFSETS].partitions[0].leader
-        followers = [n for n in (1, 2, 3) if n != leader]
-        wire = KafkaWire(f"127.0.0.1:{c.brokers[leader].port}")
-
-        def join() -> grp.JoinGroupResponse:  # a static member starting up: no member id
-            return wire.call(ApiKey.JOIN_GROUP, 5, grp.JoinGroupRequest(
-                group_id="static-g", session_timeout_ms=30000, rebalance_timeout_ms=30000,
-                member_id="", group_instance_id="instance-1", protocol_type="consumer",
-                protocols=[grp.JoinGroupRequest.JoinGroupRequestProtocol(name="range",
-                                                                         metadata=b"m")]))
-
-        try:
-            first = join()
-            assert first.error_code == ErrorCode.NONE
-            synced = wire.call(ApiKey.SYNC_GROUP, 3, grp.SyncGroupRequest(
-                group_id="static-g", generation_id=first.generation_id,
-                member_id=first.member_id, group_instance_id="instance-1",
-                assignments=[grp.SyncGroupRequest.SyncGroupRequestAssignment(
-                    member_id=first.member_id, assignment=b"a")]))
-            assert synced.error_code == ErrorCode.NONE  # stable
-            _stop_fetchers(c, *followers)
-            assert join().error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
-            _start_fetchers(c, *followers)
-            again = join()
-            assert again.error_code == ErrorCode.NONE
-            assert again.member_id != first.member_id
-            assert again.generation_id == first.generation_id  # no rebalance
-        finally:
-            wire.close()
+    with _offsets_leader(tmp_path, "st") as (c, followers, wire):
+        # a static member starting up joins with no member id
+        first = _join(wire, "static-g", "", "instance-1")
+        assert first.error_code == ErrorCode.NONE
+        synced = _sync(wire, "static-g", first, b"a", "instance-1")
+        assert synced.error_code == ErrorCode.NONE  # stable
+        _stop_fetchers(c, *followers)
+        assert _join(wire, "static-g", "", "instance-1").error_code == \
+            ErrorCode.COORDINATOR_NOT_AVAILABLE
+        _start_fetchers(c, *followers)
+        again = _join(wire, "static-g", "", "instance-1")
+        assert again.error_code == ErrorCode.NONE
+        assert again.member_id != first.member_id
+        assert again.generation_id == first.generation_id  # no rebalance
 
 
 def test_a_follower_behind_the_leaders_log_start_starts_over_there(

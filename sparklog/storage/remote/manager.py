@@ -16,7 +16,7 @@ tiered log (topic config ``remote.storage.enable``), in this order:
 
 Nothing here runs on the append path: a slow or failing store delays uploads (and so local
 deletion), never produce. Failed steps are logged and retried on the next run; a failed
-upload leaves no listed segment (``RemoteLog.copy_segment``). Directories of deleted
+upload leaves no listed segment (``RemoteLog.upload_segment``). Directories of deleted
 topics are removed from the bucket by the same thread, and now and then a
 leader deletes objects of its partition that no manifest lists (an upload the broker died
 in) once they are older than any upload could take.
@@ -36,6 +36,7 @@ from sparklog.protocol.topic_partition import TopicPartition
 from ..background import BackgroundThread
 from ..segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX
 from .chunk_cache import ChunkCache
+from .manifest import RemoteSegment
 from .remote_log import RemoteLog
 from .store import RemoteStorageError, RemoteStore
 
@@ -55,14 +56,18 @@ class RemoteLogManager:
     def __init__(self, store: RemoteStore, leader_epoch_of: LeaderEpochOf, *,
                  task_interval_ms: int = 30_000, cache_bytes: int = 64 << 20,
                  orphan_sweep_interval_ms: int = 3_600_000, orphan_grace_ms: int = 3_600_000,
+                 manifest_interval_ms: int = 1000,
                  time_ms: Callable[[], int] | None = None) -> None:
         """``orphan_*``: how often a leader lists its partition's bucket directory for
-        objects no manifest lists, and how old they must be to go."""
+        objects no manifest lists, and how old they must be to go;
+        ``manifest_interval_ms``: how long uploaded segments may wait to be listed while
+        the ones after them upload (``copy_segments``)."""
         self.store = store
         self.leader_epoch_of = leader_epoch_of
         self.task_interval_ms = task_interval_ms
         self.orphan_sweep_interval_ms = orphan_sweep_interval_ms
         self.orphan_grace_ms = orphan_grace_ms
+        self.manifest_interval_ms = manifest_interval_ms
         self.cache = ChunkCache(store.read_range, max_bytes=cache_bytes)
         self._time_ms = time_ms or (lambda: int(time.time() * 1000))
         self._lock = threading.Lock()
@@ -139,6 +144,7 @@ class RemoteLogManager:
         removed now (best effort: a store that fails leaves them)."""
         self._task.stop(timeout_s)
         self.cache.close()
+        self.store.close()
         self._delete_dirs()
 
     def _run(self) -> None:
@@ -185,45 +191,88 @@ class RemoteLogManager:
         self.apply_local_retention(plog, rl)
 
     def copy_segments(self, plog: PartitionLog, rl: RemoteLog, leader_epoch: int) -> int:
-        """Upload sealed segments after the manifest's end, up to the last stable offset."""
-        copied = 0
+        """Upload sealed segments after the manifest's end, up to the last stable offset,
+        oldest first; returns how many were listed.
+
+        Segments are listed in one manifest write per ``manifest_interval_ms`` of uploading
+        (and at the end of the pass), not one each: a manifest write costs a read, a write
+        and a rename (or a conditional PUT), which on a fast store is a good part of a small
+        segment's upload. An upload that fails lists those before it, then raises."""
+        pending: list[RemoteSegment] = []
+        listed = 0
+        last_listing = time.monotonic()
+
+        def flush() -> bool:
+            """List the pending segments; False when the manifest refused them."""
+            nonlocal listed, last_listing
+            segs = list(pending)
+            pending.clear()
+            last_listing = time.monotonic()
+            if not segs:
+                return True
+            if not rl.list_segments(segs, leader_epoch, plog.log_start_offset):
+                return False
+            listed += len(segs)
+            for s in segs:
+                log.info("%s-%d: uploaded segment [%d, %d) (%d bytes) as %s", plog.topic,
+                         plog.partition, s.base_offset, s.end_offset, s.size, s.segment_id)
+            return True
+
         segs = plog.segments
-        for seg, nxt in zip(segs, segs[1:], strict=False):
-            m = rl.manifest
-            uploaded_to = m.log_start_offset if m.end_offset is None else m.end_offset
-            end = seg.next_offset
-            if seg.size == 0 or end <= uploaded_to:
-                continue
-            if end > plog.last_stable_offset:
-                break
-            prefix = seg.log_path[: -len(LOG_SUFFIX)]
-            # indexes without entries have no file; a transaction index exists only once
-            # transactions do; a snapshot may have been cleaned up
-            files = {LOG_SUFFIX: seg.log_path}
-            for suffix, path in ((INDEX_SUFFIX, prefix + INDEX_SUFFIX),
-                                 (TIME_INDEX_SUFFIX, prefix + TIME_INDEX_SUFFIX),
-                                 (TXN_INDEX_SUFFIX, prefix + TXN_INDEX_SUFFIX),
-                                 (SNAPSHOT_SUFFIX, os.path.join(
-                                     plog.directory, f"{nxt.base_offset:020d}{SNAPSHOT_SUFFIX}"))):
-                if os.path.exists(path):
-                    files[suffix] = path
+        try:
+            for seg, nxt in zip(segs, segs[1:], strict=False):
+                m = rl.manifest
+                uploaded_to = m.log_start_offset if m.end_offset is None else m.end_offset
+                if pending:
+                    uploaded_to = pending[-1].end_offset
+                end = seg.next_offset
+                if seg.size == 0 or end <= uploaded_to:
+                    continue
+                if end > plog.last_stable_offset:
+                    break
+                try:
+                    done = rl.upload_segment(
+                        self._segment_files(plog, seg.log_path, nxt.base_offset),
+                        base_offset=seg.base_offset, end_offset=end,
+                        max_timestamp=seg.max_timestamp,
+                        leader_epochs=plog.leader_epoch_cache.entries(),
+                        leader_epoch=leader_epoch)
+                except FileNotFoundError as exc:
+                    # deleted meanwhile (DeleteRecords): the next run sees that
+                    log.info("%s-%d: segment %d went during its upload: %s", plog.topic,
+                             plog.partition, seg.base_offset, exc)
+                    break
+                if done is None:
+                    break
+                pending.append(done)
+                if time.monotonic() - last_listing >= self.manifest_interval_ms / 1000:
+                    if not flush():
+                        return listed
+        except BaseException:
             try:
-                done = rl.copy_segment(
-                    files, base_offset=seg.base_offset, end_offset=end,
-                    max_timestamp=seg.max_timestamp,
-                    leader_epochs=plog.leader_epoch_cache.entries(),
-                    leader_epoch=leader_epoch, log_start_offset=plog.log_start_offset)
-            except FileNotFoundError as exc:
-                # deleted meanwhile (DeleteRecords): the next run sees that
-                log.info("%s-%d: segment %d went during its upload: %s", plog.topic,
-                         plog.partition, seg.base_offset, exc)
-                return copied
-            if done is None:
-                return copied
-            copied += 1
-            log.info("%s-%d: uploaded segment [%d, %d) (%d bytes) as %s", plog.topic,
-                     plog.partition, seg.base_offset, end, seg.size, done.segment_id)
-        return copied
+                flush()  # what was uploaded before the failure is listed
+            except RemoteStorageError as exc:
+                log.warning("%s-%d: could not list uploaded segments: %s", plog.topic,
+                            plog.partition, exc)
+            raise
+        flush()
+        return listed
+
+    @staticmethod
+    def _segment_files(plog: PartitionLog, log_path: str, next_base: int) -> dict[str, str]:
+        """Suffix -> local path of a sealed segment's files: indexes without entries have
+        no file, a transaction index exists only once transactions do, and the producer
+        snapshot at its end may have been cleaned up."""
+        prefix = log_path[: -len(LOG_SUFFIX)]
+        files = {LOG_SUFFIX: log_path}
+        for suffix, path in ((INDEX_SUFFIX, prefix + INDEX_SUFFIX),
+                             (TIME_INDEX_SUFFIX, prefix + TIME_INDEX_SUFFIX),
+                             (TXN_INDEX_SUFFIX, prefix + TXN_INDEX_SUFFIX),
+                             (SNAPSHOT_SUFFIX, os.path.join(
+                                 plog.directory, f"{next_base:020d}{SNAPSHOT_SUFFIX}"))):
+            if os.path.exists(path):
+                files[suffix] = path
+        return files
 
     def apply_remote_retention(self, plog: PartitionLog, rl: RemoteLog,
                                leader_epoch: int) -> int:

@@ -16,10 +16,10 @@ Store failures on the read path raise ``RemoteStorageError`` (KAFKA_STORAGE_ERRO
 clients retry) and open a short window (``read_backoff_ms``) in which reads fail at once, so
 a broker whose store is down answers fetches quickly instead of waiting on every one.
 
-Uploads (``copy_segment``) put every file under a fresh segment id, check the sizes the
-store reports, then list the segment in a new manifest. A manifest whose leader epoch is
-above the uploader's fences it: its objects are deleted and nothing is listed. The manifest
-is replaced by compare-and-swap where the store has one (``conditional``: S3's If-Match,
+Uploads (``upload_segment``) put every file of a segment under a fresh segment id and check
+the sizes the store reports; ``list_segments`` then lists one or more uploaded segments in
+one new manifest. A manifest whose leader epoch is above the uploader's fences it: the
+objects are deleted and nothing is listed. The manifest is replaced by compare-and-swap where the store has one (``conditional``: S3's If-Match,
 a lock on local and memory filesystems), so a fenced leader that has not yet learned of its
 successor cannot overwrite a manifest it did not read.
 """
@@ -34,7 +34,7 @@ import time
 from array import array
 from bisect import bisect_right
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from sys import byteorder
 from typing import TypeVar, cast
 
@@ -129,49 +129,68 @@ class RemoteLog:
         return self.store.object_path(self.directory, seg.base_offset, seg.segment_id, suffix)
 
     # ------------------------------------------------------------------ upload
-    def copy_segment(self, files: Mapping[str, str], *, base_offset: int, end_offset: int,
-                     max_timestamp: int, leader_epochs: list[tuple[int, int]],
-                     leader_epoch: int, log_start_offset: int) -> RemoteSegment | None:
-        """Upload one sealed segment (``files``: suffix -> local path, ``.log`` included)
-        and list it after the manifest last read; None when fenced or the stored manifest moved since
-        it was read (another writer, or a stale read: the next run reads it again)."""
-        before = self._manifest
-        if before.leader_epoch > leader_epoch:
+    def upload_segment(self, files: Mapping[str, str], *, base_offset: int, end_offset: int,
+                       max_timestamp: int, leader_epochs: list[tuple[int, int]],
+                       leader_epoch: int) -> RemoteSegment | None:
+        """Upload one sealed segment's objects (``files``: suffix -> local path, ``.log``
+        included, and its leader-epoch checkpoint) under a fresh segment id, concurrently,
+        each checked against its local size; the segment is not listed yet
+        (``list_segments``). None when the manifest last read fences ``leader_epoch``. On a
+        failure, what was written is deleted and the error raised."""
+        if self._manifest.leader_epoch > leader_epoch:
             return None
         seg_id = self.store.new_segment_id()
         epochs = tuple((e, s) for e, s in leader_epochs if s < end_offset)
-        sizes: dict[str, int] = {}
-        written: list[str] = []
+        text = format_epoch_checkpoint(list(epochs)).encode()
 
         def path(suffix: str) -> str:
             return self.store.object_path(self.directory, base_offset, seg_id, suffix)
 
-        if not self._directory_made:
-            self.store.makedirs(self.directory)
-            self._directory_made = True
-        try:
-            for suffix, local in files.items():
+        def put(suffix: str, local: str) -> Callable[[], int]:
+            def call() -> int:
                 want = os.path.getsize(local)
-                written.append(path(suffix))
                 got = self.store.put_file(local, path(suffix))
                 if got != want:
                     raise RemoteStorageError(f"{path(suffix)} holds {got} bytes, not {want}")
-                sizes[suffix] = got
-            text = format_epoch_checkpoint(list(epochs)).encode()
-            written.append(path(EPOCH_SUFFIX))
+                return got
+            return call
+
+        def put_epochs() -> int:
             self.store.put_bytes(path(EPOCH_SUFFIX), text)
-            sizes[EPOCH_SUFFIX] = len(text)
-            seg = RemoteSegment(base_offset, end_offset, max_timestamp, seg_id, leader_epoch,
-                                sizes, epochs)
-            listed = self.replace_manifest(before, before.with_segment(seg, log_start_offset),
-                                           leader_epoch)
+            return len(text)
+
+        if not self._directory_made:
+            self.store.makedirs(self.directory)
+            self._directory_made = True
+        suffixes = [*files, EPOCH_SUFFIX]
+        try:
+            got = self.store.run_all([*(put(x, local) for x, local in files.items()),
+                                      put_epochs])
+        except BaseException:
+            self._delete_quietly([path(x) for x in suffixes])
+            raise
+        return RemoteSegment(base_offset, end_offset, max_timestamp, seg_id, leader_epoch,
+                             dict(zip(suffixes, got, strict=True)), epochs)
+
+    def list_segments(self, segments: Sequence[RemoteSegment], leader_epoch: int,
+                      log_start_offset: int) -> bool:
+        """List uploaded ``segments`` (in offset order, after the manifest's end) in one
+        manifest write after the manifest last read. False when fenced or the stored
+        manifest moved since it was read (another writer, or a stale read: the next run
+        reads it again); their objects are then deleted, as they are when the write fails."""
+        before = self._manifest
+        new = before
+        for seg in segments:
+            new = new.with_segment(seg, log_start_offset)
+        written = [self.object_path(seg, x) for seg in segments for x in seg.files]
+        try:
+            listed = self.replace_manifest(before, new, leader_epoch)
         except BaseException:
             self._delete_quietly(written)
             raise
         if not listed:
             self._delete_quietly(written)
-            return None
-        return seg
+        return listed
 
     def _delete_quietly(self, paths: list[str]) -> None:
         """Delete objects no manifest lists; those that fail are retried by

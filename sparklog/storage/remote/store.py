@@ -14,14 +14,20 @@ leader) apart, so an object once listed in a manifest is never overwritten.
 Every call is retried with exponential backoff (``RetryPolicy``) on errors other than "not
 found"; what still fails raises ``RemoteStorageError`` (a KafkaStorageError, which Kafka
 clients retry). The store is thread-safe as far as the filesystem is (fsspec's are).
+
+``run_all`` runs independent calls (the objects of one segment upload) on a few threads:
+a store call mostly waits (on a socket, or in a ``sendfile`` that releases the GIL), so a
+segment's small objects go up while its ``.log`` does instead of after it.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -39,6 +45,7 @@ log = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
 T = TypeVar("T")
+_CALL_THREADS = 4  # a segment has at most 6 objects; its .log is the long one
 
 
 class RemoteStorageError(KafkaStorageError):
@@ -64,6 +71,8 @@ class RemoteStore:
         # objects of a file:// store are local files: the fetch path sends them with
         # sendfile by their path, as it does local segments
         self.local_files = isinstance(fs, LocalFileSystem)
+        self._pool: ThreadPoolExecutor | None = None  # made by the first ``run_all``
+        self._pool_lock = threading.Lock()
 
     @classmethod
     def from_url(cls, url: str, options: Mapping[str, str] | None = None,
@@ -108,6 +117,28 @@ class RemoteStore:
                 time.sleep(backoff / 1000)
                 backoff = min(backoff * 2, self.retry.max_backoff_ms)
         raise AssertionError("unreachable")
+
+    def run_all(self, calls: Sequence[Callable[[], T]]) -> list[T]:
+        """Every call's result, in order, the calls run concurrently; when some raise, the
+        first of their exceptions is raised once all have ended (so a caller cleaning up
+        after a failure never races a call still writing)."""
+        if len(calls) <= 1:
+            return [c() for c in calls]
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=_CALL_THREADS,
+                                                thread_name_prefix="sparklog-store")
+            pool = self._pool
+        futures = [pool.submit(c) for c in calls]
+        wait(futures)
+        return [f.result() for f in futures]
+
+    def close(self) -> None:
+        """Stop the threads of ``run_all`` (calls after this run them anew)."""
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
 
     def put_file(self, local_path: str, path: str) -> int:
         """Upload a local file; returns the size the store reports for it (checked against

@@ -245,6 +245,59 @@ def test_a_fenced_leader_uploads_nothing_visible(tmp_path, store):
     assert all(a.end_offset <= b.base_offset for a, b in zip(segs, segs[1:], strict=False))
 
 
+class _SegmentFaults(FaultyFileSystem):
+    """Fails the uploads of one segment (by base offset) and counts manifest writes."""
+
+    def __init__(self, inner):
+        super().__init__(inner)
+        self.failing_base: int | None = None
+        self.manifest_writes = 0
+
+    def put_file(self, lpath, rpath, **kw):
+        if self.failing_base is not None and f"/{self.failing_base:020d}-" in rpath:
+            raise OSError(f"injected fault: upload of {rpath}")
+        super().put_file(lpath, rpath, **kw)
+
+    def pipe_file(self, path, value, **kw):  # a manifest is one write on this store
+        self.manifest_writes += path.endswith("manifest.json")
+        super().pipe_file(path, value, **kw)
+
+
+def test_a_pass_lists_its_uploads_in_one_manifest_write_and_keeps_them_when_one_fails(tmp_path):
+    """Segments uploaded in one pass are listed together (one manifest write, not one
+    each); when the upload of a later segment fails, those before it are listed and
+    nothing of the failed one is left in the bucket."""
+    inner = fsspec.filesystem("memory")
+    root = f"/tier-{uuid.uuid4().hex}"
+    fs = _SegmentFaults(inner)
+    store = RemoteStore(fs, root, RetryPolicy(attempts=2, initial_backoff_ms=1))
+    plog = _log(tmp_path)
+    tier = _tier(store, manifest_interval_ms=3_600_000)
+    assert tier.attach(plog)
+    _fill(plog, 40)
+    sealed = plog.segments[:-1]
+    assert len(sealed) > 5
+    fs.failing_base = sealed[3].base_offset
+    with pytest.raises(KafkaStorageError):
+        tier.run_for(plog)
+    m = plog.remote.load_manifest()
+    assert [s.base_offset for s in m.segments] == [s.base_offset for s in sealed[:3]]
+    assert fs.manifest_writes == 1
+    listed = {plog.remote.object_path(s, x) for s in m.segments for x in s.files}
+    assert {p for p in inner.find(root) if not p.endswith("manifest.json")} == listed
+    fs.failing_base = None
+    tier.run_for(plog)
+    assert [s.base_offset for s in plog.remote.load_manifest().segments] == [
+        s.base_offset for s in sealed]
+    assert fs.manifest_writes == 2
+    original = _raw(plog)
+    plog.config = plog.config.with_values({"local_retention_bytes": 0})
+    tier.run_for(plog)
+    assert plog.local_log_start_offset == sealed[-1].next_offset
+    assert _read_everything(plog, 0) == original
+    inner.rm(root, recursive=True)
+
+
 def test_a_follower_uploads_nothing(tmp_path, store):
     plog = _log(tmp_path)
     follower = RemoteLogManager(store, lambda t, p: None)

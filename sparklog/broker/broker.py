@@ -40,6 +40,7 @@ from sparklog.broker.group.store import GroupStore, ReplicatedRecordLog
 from sparklog.broker.inter_broker import InterBrokerClients
 from sparklog.broker.metadata_cache import MetadataCache, MetadataRecord, PartitionInfo, TopicInfo
 from sparklog.broker.producer_ids import ProducerIdManager
+from sparklog.broker.remote_fetch import RemoteFetches
 from sparklog.broker.replica_fetcher import FetcherConfig, ReplicaFetcherManager
 from sparklog.broker.replica_manager import ReplicaManager
 from sparklog.broker.server import KafkaServer
@@ -81,6 +82,7 @@ class Broker:
         self.metadata = MetadataCache()
         # the logs, their base config and the coordinators exist while started
         self.log_manager: LogManager | None = None
+        self.remote_fetches: RemoteFetches | None = None  # bucket reads of fetches (tiered)
         self._base_log_config: LogConfig | None = None
         self.group_coordinator: GroupCoordinator | None = None
         self.replica_manager = ReplicaManager(
@@ -172,6 +174,9 @@ class Broker:
         if self.group_coordinator is not None:
             self.group_coordinator.shutdown()
             self.group_coordinator = None
+        if self.remote_fetches is not None:
+            self.remote_fetches.close()
+            self.remote_fetches = None
         if self.log_manager is not None:
             try:
                 self.log_manager.shutdown()
@@ -213,6 +218,11 @@ class Broker:
             dir_locks=self._dir_locks,
             tier=self._open_tier(),
         )
+        if self.log_manager.tier is not None:
+            self.remote_fetches = RemoteFetches(
+                threads=int(cfg.get("remote.log.reader.threads")),
+                max_pending=int(cfg.get("remote.log.reader.max.pending.tasks")),
+                max_wait_ms=int(cfg.get("remote.fetch.max.wait.ms")))
         # logs of topics the metadata no longer has (deleted while we were down) go away
         known = self.metadata.topics()
         for topic, partition in list(self.log_manager.logs()):

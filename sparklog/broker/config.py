@@ -201,6 +201,14 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
      "remote.log.storage.options.<key> are passed to the filesystem."),
     ("remote.log.storage.cache.bytes", "long", "67108864",
      "Bytes of recently read remote chunks kept in memory (sparklog's key)."),
+    ("remote.log.reader.threads", "int", "10",
+     "Threads reading the bucket for fetches below a tiered log's local start."),
+    ("remote.log.reader.max.pending.tasks", "int", "100",
+     "Bucket reads that may wait for a thread; a fetch needing more gets "
+     "KAFKA_STORAGE_ERROR (retriable)."),
+    ("remote.fetch.max.wait.ms", "int", "500",
+     "How long a fetch waits for its bucket reads (KIP-1018); partitions whose read is not "
+     "done are answered empty and the client fetches again."),
 )
 
 # topic config -> (type, broker key whose value is the default, fallback default)

@@ -19,9 +19,10 @@ code for every store.)
   holds only what the manifests list (each object whole) besides the manifests, and
   confluent-kafka and kcat, reading from offset 0 while the faults go on, get every
   acknowledged record exactly once and in order.
-- A store that stops answering holds up none of produce; one that cannot be reached answers
-  a fetch from the bucket with KAFKA_STORAGE_ERROR (retriable) and a line in the broker's
-  log, while produce and fetches of the local tail go on and no segment leaves the local
+- A store that stops answering holds up none of produce, and a fetch from the bucket then
+  gets no records and no error after ``remote.fetch.max.wait.ms`` without the broker
+  starting a read per retry; one that cannot be reached answers a fetch from the bucket
+  with KAFKA_STORAGE_ERROR (retriable) and a line in the broker's log, while produce and fetches of the local tail go on and no segment leaves the local
   disk before it is uploaded; once the store is back, everything is uploaded and a consumer
   from offset 0 gets every record.
 """
@@ -118,8 +119,17 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> FaultyBucket:
 
 
 def _start(server_factory: Callable[..., ServerProcess], data: Path,
-           store: FaultyBucket) -> ServerProcess:
-    return server_factory(data, extra=store.settings, module=LAUNCHER).start()
+           store: FaultyBucket, *settings: str) -> ServerProcess:
+    """A broker on the faulty store; ``settings``: more ``key=value`` broker configs."""
+    extra = store.settings + [a for kv in settings for a in ("--set", kv)]
+    return server_factory(data, extra=extra, module=LAUNCHER).start()
+
+
+def _threads(srv: ServerProcess) -> int:
+    """Threads of the broker's process now."""
+    assert srv.proc is not None
+    status = Path(f"/proc/{srv.proc.pid}/status").read_text()
+    return int(re.search(r"^Threads:\s+(\d+)", status, re.M).group(1))
 
 
 def _local_logs(data: Path, topic: str, partition: int) -> list[Path]:
@@ -212,7 +222,9 @@ def test_store_faults_never_block_produce_and_lose_nothing(server_factory, tmp_p
 def test_an_unreachable_store_fails_fetches_retriably_and_blocks_nothing(
         server_factory, tmp_path, store, kafka_wire):
     data = tmp_path / "data"
-    srv = _start(server_factory, data, store)
+    # two bucket reads at a time: one running, one waiting for the thread
+    srv = _start(server_factory, data, store, "remote.log.reader.threads=1",
+                 "remote.log.reader.max.pending.tasks=1")
     bs = srv.bootstrap_servers
     create_topic(bs, "outage", 1, 1, TOPIC_CONFIGS)
     before = make_messages(1500, 1, tag="before")
@@ -233,13 +245,45 @@ def test_an_unreachable_store_fails_fetches_retriably_and_blocks_nothing(
     local = _local_logs(data, "outage", 0)
     assert len(local) > 1 and int(local[0].name[:20]) == uploaded_to  # kept until uploaded
 
-    # a store that cannot be reached: every call times out after 100 ms
-    store.switch.set(fail_rate=1.0, delay_rate=1.0, delay_s=0.1)
+    # a fetch from the bucket while the store hangs is answered once remote.fetch.max.wait.ms
+    # (500 ms) has passed, with no records and no error (KIP-1018), and fetching again
+    # starts no second read: the broker's threads do not grow with a client's retries
     w = kafka_wire(bs)
-    part = _fetch(w, "outage", 0)
-    error = ErrorCode(part.error_code)
+    threads = []
+    for _ in range(5):
+        t0 = time.monotonic()
+        part = _fetch(w, "outage", 0)
+        assert 0.4 < time.monotonic() - t0 < 10  # the bound is only for a slow machine
+        assert part.error_code == 0 and not part.records
+        assert part.high_watermark == len(before) + len(hung)
+        threads.append(_threads(srv))
+    assert threads[1:] == threads[:-1], threads
+    # a read at another offset waits for the one thread; a third is refused a place
+    # (remote.log.reader.max.pending.tasks) and answered KAFKA_STORAGE_ERROR at once
+    assert _fetch(w, "outage", 1).error_code == 0
+    t0 = time.monotonic()
+    refused = _fetch(w, "outage", 2)
+    assert ErrorCode(refused.error_code) is ErrorCode.KAFKA_STORAGE_ERROR
+    assert time.monotonic() - t0 < 0.4 and not refused.records
+    # ... while the local tail is served at once
+    t0 = time.monotonic()
+    assert decode_batches(bytes(_fetch(w, "outage", uploaded_to).records))
+    assert time.monotonic() - t0 < 5
+
+    # a store that cannot be reached: every call times out after 100 ms; once the read under
+    # way gives up, the fetch gets KAFKA_STORAGE_ERROR (before: no records, no error)
+    store.switch.set(fail_rate=1.0, delay_rate=1.0, delay_s=0.1)
+    answers = []
+
+    def failed() -> bool:
+        answers.append(_fetch(w, "outage", 0))
+        return answers[-1].error_code != 0
+
+    wait_for(failed, 30, "a fetch from the unreachable store to fail")
+    assert all(not a.records for a in answers)
+    error = ErrorCode(answers[-1].error_code)
     assert error is ErrorCode.KAFKA_STORAGE_ERROR and error.retriable, error
-    assert not part.records and part.high_watermark == len(before) + len(hung)
+    assert answers[-1].high_watermark == len(before) + len(hung)
     line = re.compile(rb"INFO \S+: fetch outage-0 from \S+: .*remote storage")
     wait_for(lambda: line.search(srv.log_path.read_bytes()), 10,
              "the broker to log the failed fetch")

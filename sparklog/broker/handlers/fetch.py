@@ -25,11 +25,11 @@ import logging
 from sparklog.broker.dispatch import RequestContext, register
 from sparklog.broker.fileslice import as_records
 from sparklog.broker.partition import Partition
-from sparklog.broker.remote_fetch import prefetch_remote
 from sparklog.protocol.api_keys import ApiKey
 from sparklog.protocol.errors import (
     ErrorCode,
     KafkaError,
+    KafkaStorageError,
     OffsetMovedToTieredStorageError,
     OffsetOutOfRangeError,
 )
@@ -42,9 +42,11 @@ READ_COMMITTED = 1
 
 
 class _PartitionFetch:
-    """One partition of the request, its response, and the partition it read last pass."""
+    """One partition of the request, its response, the partition it read last pass, and
+    what became of its bucket read (``remote``: None, or "pending": still running, answer
+    no records; "busy": refused a thread, answer KAFKA_STORAGE_ERROR)."""
 
-    __slots__ = ("topic", "req", "resp", "partition")
+    __slots__ = ("topic", "req", "resp", "partition", "remote")
 
     def __init__(self, topic: str, req: FetchRequest.FetchPartition,
                  resp: FetchResponse.PartitionData) -> None:
@@ -52,6 +54,7 @@ class _PartitionFetch:
         self.req = req
         self.resp = resp
         self.partition: Partition | None = None
+        self.remote: str | None = None
 
 
 def _read_pass(ctx: RequestContext, entries: list[_PartitionFetch], request: FetchRequest,
@@ -102,6 +105,11 @@ def _read_pass(ctx: RequestContext, entries: list[_PartitionFetch], request: Fet
                 resp.high_watermark = plog.high_watermark  # it may just have moved
             if r.fetch_offset >= max_offset or budget <= 0:
                 continue
+            if e.remote == "busy":
+                raise KafkaStorageError(f"{e.topic}-{r.partition}: too many reads of remote "
+                                        f"storage are waiting; retry later")
+            if e.remote == "pending":
+                continue  # its bucket read goes on: never read the store on the event loop
             limit = min(r.partition_max_bytes, budget)
             if limit <= 0 and not min_one:
                 continue
@@ -163,16 +171,25 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> FetchRespo
                                                               topic_id=t.topic_id,
                                                               partitions=parts))
 
-    logs = ctx.broker.log_manager
-    if logs is not None and logs.tier is not None:  # offsets below a local log start: the bucket
-        await prefetch_remote(ctx.broker.replica_manager,
-                              [(e.topic, e.req.partition, e.req.fetch_offset,
-                                e.req.partition_max_bytes) for e in entries],
-                              request.isolation_level == READ_COMMITTED and not follower)
+    remote_reads = ctx.broker.remote_fetches
+    pending = False
+    # offsets below a local log start: the bucket (a follower is sent there instead)
+    if remote_reads is not None and not follower:
+        waiting, busy = await remote_reads.prefetch(
+            ctx.broker.replica_manager,
+            [(e.topic, e.req.partition, e.req.fetch_offset, e.req.partition_max_bytes)
+             for e in entries],
+            request.isolation_level == READ_COMMITTED)
+        for e in entries:
+            tp = (e.topic, e.req.partition)
+            e.remote = "pending" if tp in waiting else "busy" if tp in busy else None
+        pending = bool(waiting)
     total, any_error = _read_pass(ctx, entries, request, follower)
     conn = ctx.connection
-    if (total < request.min_bytes and not any_error and request.max_wait_ms > 0 and entries
-            and conn is not None):
+    # a fetch whose bucket read outlived remote.fetch.max.wait.ms is answered now, as
+    # Kafka's DelayedRemoteFetch is on expiry: it has waited its time already
+    if (total < request.min_bytes and not any_error and not pending
+            and request.max_wait_ms > 0 and entries and conn is not None):
         # Long poll: parked until a partition changes, max_wait_ms passes, or the
         # connection ends (which cancels this handler where it awaits).
         loop = asyncio.get_running_loop()

@@ -42,10 +42,26 @@ from broker import (
     MiB,
     consume,
     fmt_rate,
+    proc_cpu_s,
     produce,
     start_sparklog,
     values,
 )
+
+
+def machine_cpu_s() -> tuple[float, float]:
+    """(busy, idle) CPU-seconds of the whole machine so far, all cores (/proc/stat)."""
+    with open("/proc/stat") as fh:
+        ticks = [int(x) for x in fh.readline().split()[1:]]
+    hz = os.sysconf("SC_CLK_TCK")
+    idle = ticks[3] + ticks[4]  # idle + iowait
+    return (sum(ticks[:8]) - idle) / hz, idle / hz
+
+
+def cpu_split(pids: dict[str, int]) -> tuple[dict[str, float], ...]:
+    """Now: CPU-seconds of each named process and of the machine (busy, idle)."""
+    busy, idle = machine_cpu_s()
+    return {name: proc_cpu_s(pid) for name, pid in pids.items()}, {"busy": busy, "idle": idle}
 
 
 def start_moto() -> tuple[subprocess.Popen[bytes], dict[str, str]]:
@@ -162,16 +178,26 @@ def bench_spark(args: argparse.Namespace, workdir: str, options: dict[str, str])
                              "storageReads": mode, **storage}.items():
                     r = r.option(k, v)
                 progress: list[dict] = []
+                pids = {"broker": b.p.pid, **({"moto": args.moto_pid} if args.moto_pid else {})}
+                before = cpu_split(pids)
                 rows, wall, _batches, _busy = run_query(
                     r.load(), os.path.join(workdir, f"ckpt-{mode}-{rep}"),
                     progress_out=progress)
+                after = cpu_split(pids)
                 assert rows == total, (mode, rows, total)
+                # where the CPU went: the named processes, the rest of the machine (Spark's
+                # JVM, its Python workers, this driver), and what stayed idle
+                cpu = {k: after[0][k] - before[0][k] for k in pids}
+                busy = after[1]["busy"] - before[1]["busy"]
+                cpu["spark+rest"] = busy - sum(cpu.values())
+                cpu["idle"] = after[1]["idle"] - before[1]["idle"]
                 # where the query's time goes: each phase summed over its micro-batches
                 phases = {k: sum(p["durationMs"].get(k, 0) for p in progress)
                           for k in ("latestOffset", "queryPlanning", "addBatch", "walCommit",
                                     "commitOffsets", "triggerExecution")}
                 print(f"  spark {mode:5s} rep {rep}: {fmt_rate(rows / wall)} rows/s "
-                      f"({wall:.1f} s; ms per phase {phases})", flush=True)
+                      f"({wall:.1f} s; ms per phase {phases}; CPU-s "
+                      f"{ {k: round(v, 2) for k, v in cpu.items()} })", flush=True)
                 if rep:
                     out.setdefault(mode, []).append(rows / wall)
         out.update(in_process_reads(b.bootstrap, parts, storage))
@@ -282,8 +308,10 @@ def main(argv: list[str] | None = None) -> int:
     moto = None
     options: dict[str, str] = {}
     try:
+        args.moto_pid = None
         if args.store == "s3":
             moto, options = start_moto()
+            args.moto_pid = moto.pid
         results: dict[str, object] = {"n": args.n, "store": args.store}
         if args.only in (None, "a"):
             a = bench_consume(args, workdir, options)

@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from sparklog.protocol.batch_header import BATCH_HEADER_SIZE, LOG_OVERHEAD
 from sparklog.protocol.errors import CorruptRecordError
 from sparklog.spark.offsets import TopicPartitionKey
 from sparklog.spark.partition_reader import read_ranges
@@ -82,6 +83,7 @@ __all__ = [
 # Kafka's .txnindex entry: version int16, producer id, first offset, last offset, last
 # stable offset (int64 each)
 _TXN_ENTRY = struct.Struct(">hqqqq")
+_BATCH_LENGTH = struct.Struct(">i")  # a batch's length field, after its base offset
 _MANIFEST_READERS = 16  # manifests of one plan read at once
 # a topic found not tiered is asked again after this long (it may be switched on; as
 # Kafka clients refresh metadata every metadata.max.age.ms)
@@ -388,24 +390,53 @@ def _read_segment(
         index = parse_offset_index(store.read_range(seg.index_path, 0, seg.index_size))
         position = index_floor(index, start - seg.base_offset)
     tp = TopicPartition(r.topic, r.partition)
-    carry = b""
-    for window in _windows(store, seg.log_path, position, seg.log_size, options.fetch_bytes):
-        buf = carry + window if carry else window
+
+    def rows(buf: bytes | memoryview) -> tuple[int, pa.RecordBatch | None, bool]:
+        """(bytes of the whole batches at the start of ``buf``, their rows, whether they
+        reach ``end``); decoded on their own, like one Fetch response from their first
+        batch."""
         complete = batch_sizes(buf)
         if not complete:
-            carry = buf
-            continue
+            return 0, None, False
         used = sum(size for _base, _next, size in complete)
-        # each window is decoded on its own, like one Fetch response from its first batch
-        dec = decode_fetched(memoryview(buf)[:used], start_offset=start, end_offset=end,
+        dec = decode_fetched(buf[:used], start_offset=start, end_offset=end,
                              read_committed=read_committed,
                              aborted=overlapping(aborted, complete[0][0]),
                              verify_crc=verify_crc)
-        if dec.batch.num_rows:
-            yield record_rows(dec.batch, (tp,), (dec.batch.num_rows,), options.include_headers)
-        if complete[-1][1] >= end:
+        out = (record_rows(dec.batch, (tp,), (dec.batch.num_rows,), options.include_headers)
+               if dec.batch.num_rows else None)
+        return used, out, complete[-1][1] >= end
+
+    carry = b""  # the start of a batch the last window cut
+    for window in _windows(store, seg.log_path, position, seg.log_size, options.fetch_bytes):
+        view = memoryview(window)
+        if carry:
+            # that batch is completed with this window's head: a copy of one batch, not of
+            # the window
+            if len(carry) + len(view) < LOG_OVERHEAD:
+                carry += window
+                continue
+            head = carry if len(carry) >= LOG_OVERHEAD else carry + view[: LOG_OVERHEAD - len(carry)]
+            size = _BATCH_LENGTH.unpack_from(head, 8)[0] + LOG_OVERHEAD
+            if size < BATCH_HEADER_SIZE:
+                raise CorruptRecordError(f"{seg.log_path}: a batch of {size} bytes")
+            need = size - len(carry)
+            if need > len(view):  # a batch longer than the window
+                carry += window
+                continue
+            _used, out, done = rows(carry + view[:need])
+            if out is not None:
+                yield out
+            if done:
+                return
+            view = view[need:]
+            carry = b""
+        used, out, done = rows(view)
+        if out is not None:
+            yield out
+        if done:
             return
-        carry = buf[used:]
+        carry = bytes(view[used:])
 
 
 def _one_ahead(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

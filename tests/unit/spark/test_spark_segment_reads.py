@@ -116,3 +116,37 @@ def test_aborted_transactions_come_from_the_txnindex(tmp_path):
     # a read from offset 21 on: 7's marker (20) is behind it, so 7 is not aborted there
     assert overlapping(every, 21) == [(5, 2), (8, 30), (9, 60)]
     assert overlapping(every, 20) == [(5, 2), (7, 10), (8, 30), (9, 60)]
+
+
+def test_windows_cutting_batches_anywhere_give_every_row_once(tmp_path):
+    """A segment read in windows of any size (cutting batch headers and bodies anywhere,
+    windows smaller than a batch) yields each row in [start, end) once, in order."""
+    from sparklog.spark.options import parse_source_options
+    from sparklog.spark.schema import arrow_schema, source_schema
+    from sparklog.spark.segment_reads import SegmentObjects, read_planned
+    from tests.helpers.batches import make_batch
+
+    store = RemoteStore.from_url(f"file://{tmp_path}")
+    sizes = [1, 7, 2, 30, 1, 5, 12, 3]  # records per batch: batches of unlike lengths
+    batches, offset = [], 100
+    for n in sizes:
+        batches.append(make_batch(n, base_offset=offset, values=[
+            f"v{offset + i}".encode() for i in range(n)]))
+        offset += n
+    end_of_segment = offset
+    path = f"{tmp_path}/seg.log"
+    store.put_bytes(path, b"".join(batches))
+    seg = SegmentObjects(100, end_of_segment, path, sum(map(len, batches)), "", 0)
+    target = arrow_schema(source_schema(False))
+    for start, end in ((100, end_of_segment), (103, end_of_segment - 4), (140, 142)):
+        want = [f"v{o}".encode() for o in range(start, end)]
+        for window in (1, 11, 61, 62, 63, 200, 1000, 1 << 20):
+            opts = parse_source_options({"bootstrap.servers": "127.0.0.1:1", "subscribe": "t",
+                                         "kafka.max.partition.fetch.bytes": str(window)},
+                                        streaming=False)
+            r = BucketRange("t", 0, start, end, url=f"file://{tmp_path}", segments=(seg,),
+                            bucket_end=end)
+            got = [row for b in read_planned([r], opts, target)
+                   for row in zip(b.column("offset").to_pylist(),
+                                  b.column("value").to_pylist(), strict=True)]
+            assert got == list(zip(range(start, end), want, strict=True)), (start, end, window)

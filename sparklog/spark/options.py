@@ -76,6 +76,7 @@ SOURCE_OPTIONS = (
     "fetchOffset.retryIntervalMs",
     "driverReadMaxOffsets",
     "storageReads",
+    "storageReadBytes",
     "storage.url",
 )
 # 'storage.options.<key>' options go to the bucket's fsspec filesystem as <key>
@@ -171,6 +172,10 @@ class Subscription:
 # socket), while 16-50 MiB ones stall the pipeline: the JVM idles while one huge batch is
 # fetched and decoded, and the big buffers fall out of cache.
 READ_FETCH_BYTES = 4 * 2**20
+# a task reading the bucket asks for this much per ranged GET (and holds two such windows):
+# each request costs CPU on both ends, so fewer, larger ones read faster (the broker's chunk
+# cache reads runs of up to 16 MiB for the same reason)
+STORAGE_READ_BYTES = 16 * 2**20
 
 # Streaming micro-batches of at most this many offsets are read by the driver and handed to
 # Spark with the plan, instead of by Python tasks on executors ('driverReadMaxOffsets').
@@ -211,6 +216,8 @@ class SourceOptions:
     # 'storageReads': "auto" reads ranges in uploaded segments of tiered topics from the
     # bucket ('storage.url', else the brokers' remote.log.storage.url), "never" from brokers
     storage_reads: Literal["auto", "never"] = "auto"
+    # 'storageReadBytes': bytes per ranged read of a segment object by a task
+    storage_read_bytes: int = STORAGE_READ_BYTES
     storage_url: str | None = None
     storage_options: dict[str, str] = field(default_factory=dict)
 
@@ -365,6 +372,7 @@ def check_common_options(options: Mapping[str, str]) -> None:
         _trigger_delay(opts)
     _isolation(opts)
     _storage_reads(opts)
+    _int(opts, "storageReadBytes")
 
 
 def _storage_reads(opts: dict[str, str]) -> Literal["auto", "never"]:
@@ -668,6 +676,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         ),
         client_config=_client_config(opts, _FORBIDDEN_CONSUMER),
         storage_reads=_storage_reads(opts),
+        storage_read_bytes=_default(_int(opts, "storageReadBytes"), STORAGE_READ_BYTES),
         storage_url=opts.get("storage.url", "").strip() or None,
         storage_options={
             k[len(STORAGE_OPTIONS_PREFIX) :]: v

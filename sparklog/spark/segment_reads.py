@@ -408,7 +408,8 @@ def _read_segment(
         return used, out, complete[-1][1] >= end
 
     carry = b""  # the start of a batch the last window cut
-    for window in _windows(store, seg.log_path, position, seg.log_size, options.fetch_bytes):
+    for window in _windows(store, seg.log_path, position, seg.log_size,
+                           options.storage_read_bytes):
         view = memoryview(window)
         if carry:
             # that batch is completed with this window's head: a copy of one batch, not of

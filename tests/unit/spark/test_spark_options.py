@@ -37,9 +37,12 @@ def test_fetch_size_follows_kafka_option():
 def test_storage_reads_and_the_buckets_filesystem_options():
     o = src(subscribe="a")
     assert o.storage_reads == "auto" and o.storage_url is None and o.storage_options == {}
-    o = src(subscribe="a", storageReads="NEVER", **{"storage.url": "s3://b/tier",
-            "storage.options.endpoint_url": "http://127.0.0.1:9000"})
+    assert o.storage_read_bytes == 16 * 2**20
+    o = src(subscribe="a", storageReads="NEVER", storageReadBytes="65536",
+            **{"storage.url": "s3://b/tier",
+               "storage.options.endpoint_url": "http://127.0.0.1:9000"})
     assert o.storage_reads == "never" and o.storage_url == "s3://b/tier"
+    assert o.storage_read_bytes == 65536
     assert o.storage_options == {"endpoint_url": "http://127.0.0.1:9000"}
 
 
@@ -123,6 +126,8 @@ def test_case_insensitive_keys():
         ({"subscribe": "a", "maxOffsetPerTrigger": "5"}, "did you mean 'maxOffsetsPerTrigger'"),
         ({"subscribe": "a", "storageReads": "always"}, "use 'auto' or 'never'"),
         ({"subscribe": "a", "storageRead": "never"}, "did you mean 'storageReads'"),
+        ({"subscribe": "a", "storageReadBytes": "0"}, "must be >= 1"),
+        ({"subscribe": "a", "storageReadBytes": "16MB"}, "not an integer"),
         ({"subscribe": "a", "startingOffset": "earliest"}, "did you mean 'startingOffsets'"),
         (
             {"assign": '{"a": [0, 1]}', "startingOffsets": '{"a": {"0": 5}}'},

@@ -142,7 +142,7 @@ def test_windows_cutting_batches_anywhere_give_every_row_once(tmp_path):
         want = [f"v{o}".encode() for o in range(start, end)]
         for window in (1, 11, 61, 62, 63, 200, 1000, 1 << 20):
             opts = parse_source_options({"bootstrap.servers": "127.0.0.1:1", "subscribe": "t",
-                                         "kafka.max.partition.fetch.bytes": str(window)},
+                                         "storageReadBytes": str(window)},
                                         streaming=False)
             r = BucketRange("t", 0, start, end, url=f"file://{tmp_path}", segments=(seg,),
                             bucket_end=end)

@@ -4,10 +4,14 @@ clients produce and consume through the bootstrap address; a SIGKILLed executor'
 fenced and Spark's replacement executor registers as a new broker, which takes over the lost
 broker's replicas (``broker.replacement.timeout.ms``) while clients produce; another Spark
 application's stream through the bootstrap address runs on across that loss; SIGTERM on
-the launcher leaves no process (checked by pid)."""
+the launcher leaves no process (checked by pid). With the object-storage tier on, the
+replacement broker of a tiered topic copies only the tail after the bucket from the leader
+(KIP-405's follower path), and the old records are still served from the bucket."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import re
 import signal
@@ -56,10 +60,13 @@ class Launched:
         return {int(m[1]): m[2] for m in _BROKER_LINE.finditer(out)}
 
 
-@pytest.fixture
-def spark_cluster(tmp_path) -> Iterator[Launched]:
+@contextlib.contextmanager
+def _launch(tmp_path: Path, **more: str) -> Iterator[Launched]:
+    """``sparklog cluster spark`` on ``local-cluster[3,1,1024]`` with the cluster's test
+    config and ``more`` (broker keys with "_" for "."), stopped with SIGTERM at the end."""
     port = free_port()
-    config = {**CLUSTER_CONFIG, "broker.replacement.timeout.ms": str(REPLACEMENT_MS)}
+    config = {**CLUSTER_CONFIG, "broker.replacement.timeout.ms": str(REPLACEMENT_MS),
+              **{k.replace("_", "."): v for k, v in more.items()}}
     sets = [a for k, v in config.items() for a in ("--set", f"{k}={v}")]
     with open(tmp_path / "spark.log", "w") as log, subprocess.Popen(
         [sys.executable, "-m", "sparklog.cli.main", "cluster", "spark",
@@ -82,6 +89,12 @@ def spark_cluster(tmp_path) -> Iterator[Launched]:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
             proc.wait(120)
+
+
+@pytest.fixture
+def spark_cluster(tmp_path) -> Iterator[Launched]:
+    with _launch(tmp_path) as launched:
+        yield launched
 
 
 def test_three_executor_brokers_serve_kafka_clients_and_sigterm_leaves_nothing(spark_cluster,
@@ -176,3 +189,54 @@ def test_another_spark_application_streams_through_the_bootstrap_address_across_
         query.stop()
     finally:
         spark.stop()
+
+
+def test_a_replacement_executor_copies_only_the_tail_of_a_tiered_topic(tmp_path):
+    """A tiered RF 3 topic (``file://`` bucket) under an acks=all load: once its sealed
+    segments are uploaded and dropped locally, replicas keep what they copy from then on
+    (``local.retention.bytes=-2``); an executor is SIGKILLed, and Spark's replacement
+    broker, empty, restarts its replica after an uploaded segment instead of copying the log
+    from offset 0, rejoins the ISR, and every acknowledged record is read back once and in
+    order (the old ones from the bucket)."""
+    bucket = tmp_path / "bucket"
+    data = tmp_path / "data"
+    with _launch(tmp_path, remote_log_storage_system_enable="true",
+                 remote_log_storage_url=f"file://{bucket}",
+                 remote_log_manager_task_interval_ms="200") as c:
+        brokers = c.brokers()
+        assert sorted(brokers) == [1, 2, 3]
+        with AdminClient({"bootstrap.servers": c.bootstrap}) as admin:
+            admin.create_topics([NewTopic("tiered", num_partitions=1, replication_factor=3, config={
+                "min.insync.replicas": "2", "remote.storage.enable": "true",
+                "segment.bytes": "16384", "local.retention.bytes": "0", "retention.ms": "-1"})])
+
+        def manifest() -> dict:
+            found = list(bucket.glob("tiered-*/0/manifest.json"))
+            return json.loads(found[0].read_text()) if found else {"segments": []}
+
+        def local_start(node: int) -> int:
+            logs = sorted((data / f"node-{node}" / "tiered-0").glob("*.log"))
+            return int(logs[0].name[:20]) if logs else 0
+
+        with ProducerLoad(c.bootstrap, "tiered", 1, rate=2000) as producer:
+            wait_for(lambda: len(manifest()["segments"]) >= 4
+                     and all(local_start(n) > 0 for n in brokers), timeout=60,
+                     what="segments uploaded and dropped from every replica's disk")
+            ok(run("configs", "--bootstrap-server", c.bootstrap, "--entity-type", "topics",
+                   "--entity-name", "tiered", "--alter", "--add-config",
+                   "local.retention.bytes=-2"))
+            victim = brokers[2]
+            os.kill(victim.ppid, signal.SIGKILL)  # the executor JVM
+            wait_for(lambda: c.states().get(2) == "fenced", timeout=30, what="broker 2 fenced")
+            wait_for(lambda: any(s == "live" for n, s in c.states().items() if n > 3),
+                     timeout=90, what="the replacement executor's broker registered")
+            wait_for(lambda: fully_replicated_without(c.bootstrap, "tiered", 1, 3, 2),
+                     timeout=REPLACEMENT_MS / 1000 + 30,
+                     what="the partition on 3 in-sync replicas without the lost broker")
+        assert producer.errors == []
+        dmg, _ = damage(c.bootstrap, "tiered", 1, producer, producer.acked_count())
+        assert dmg.none, dmg
+        (new,) = [n for n in c.states() if n > 3]
+        # the replacement's log begins right after an uploaded segment, not at offset 0
+        start = local_start(new)
+        assert start > 0 and start in {s["end_offset"] for s in manifest()["segments"]}, start

@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from sparklog.protocol.batch_header import BATCH_HEADER_SIZE, LOG_OVERHEAD
+from sparklog.protocol.batch_header import BATCH_HEADER_SIZE, LOG_OVERHEAD, batch_size
 from sparklog.protocol.errors import CorruptRecordError
 from sparklog.spark.offsets import TopicPartitionKey
 from sparklog.spark.partition_reader import read_ranges
@@ -83,7 +83,6 @@ __all__ = [
 # Kafka's .txnindex entry: version int16, producer id, first offset, last offset, last
 # stable offset (int64 each)
 _TXN_ENTRY = struct.Struct(">hqqqq")
-_BATCH_LENGTH = struct.Struct(">i")  # a batch's length field, after its base offset
 _MANIFEST_READERS = 16  # manifests of one plan read at once
 # a topic found not tiered is asked again after this long (it may be switched on; as
 # Kafka clients refresh metadata every metadata.max.age.ms)
@@ -417,8 +416,10 @@ def _read_segment(
             if len(carry) + len(view) < LOG_OVERHEAD:
                 carry += window
                 continue
-            head = carry if len(carry) >= LOG_OVERHEAD else carry + view[: LOG_OVERHEAD - len(carry)]
-            size = _BATCH_LENGTH.unpack_from(head, 8)[0] + LOG_OVERHEAD
+            if len(carry) < LOG_OVERHEAD:  # the header's length field is cut too
+                size = batch_size(carry + view[: LOG_OVERHEAD - len(carry)])
+            else:
+                size = batch_size(carry)
             if size < BATCH_HEADER_SIZE:
                 raise CorruptRecordError(f"{seg.log_path}: a batch of {size} bytes")
             need = size - len(carry)

@@ -19,9 +19,10 @@ a broker whose store is down answers fetches quickly instead of waiting on every
 Uploads (``upload_segment``) put every file of a segment under a fresh segment id and check
 the sizes the store reports; ``list_segments`` then lists one or more uploaded segments in
 one new manifest. A manifest whose leader epoch is above the uploader's fences it: the
-objects are deleted and nothing is listed. The manifest is replaced by compare-and-swap where the store has one (``conditional``: S3's If-Match,
-a lock on local and memory filesystems), so a fenced leader that has not yet learned of its
-successor cannot overwrite a manifest it did not read.
+objects are deleted and nothing is listed. The manifest is replaced by compare-and-swap
+where the store has one (``conditional``: S3's If-Match, a lock on local and memory
+filesystems), so a fenced leader that has not yet learned of its successor cannot
+overwrite a manifest it did not read.
 """
 
 from __future__ import annotations

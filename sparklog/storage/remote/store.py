@@ -134,11 +134,12 @@ class RemoteStore:
         return [f.result() for f in futures]
 
     def close(self) -> None:
-        """Stop the threads of ``run_all`` (calls after this run them anew)."""
+        """Let the threads of ``run_all`` go (calls after this make new ones). Not waited
+        on: a call hanging in a store that does not answer must not hold up a shutdown."""
         with self._pool_lock:
             pool, self._pool = self._pool, None
         if pool is not None:
-            pool.shutdown(wait=True)
+            pool.shutdown(wait=False)
 
     def put_file(self, local_path: str, path: str) -> int:
         """Upload a local file; returns the size the store reports for it (checked against

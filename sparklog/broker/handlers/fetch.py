@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Literal
 
 from sparklog.broker.dispatch import RequestContext, register
 from sparklog.broker.fileslice import as_records
@@ -54,7 +55,7 @@ class _PartitionFetch:
         self.req = req
         self.resp = resp
         self.partition: Partition | None = None
-        self.remote: str | None = None
+        self.remote: Literal["pending", "busy"] | None = None
 
 
 def _read_pass(ctx: RequestContext, entries: list[_PartitionFetch], request: FetchRequest,
